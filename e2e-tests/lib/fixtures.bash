@@ -1,0 +1,145 @@
+# shellcheck shell=bash
+# Admission requests and host/policy configuration for the e2e scenarios, derived from the
+# unit fixtures in tests/fixtures/requests so both test levels share one source of truth.
+
+# The jq helpers: the pod spec of any supported object, and per-container edits on it.
+# shellcheck disable=SC2016 # jq program, not shell
+_JQ_PODSPEC='
+def podspec_path:
+  if .kind == "Pod" then ["spec"]
+  elif .kind == "CronJob" then ["spec", "jobTemplate", "spec", "template", "spec"]
+  else ["spec", "template", "spec"] end;
+# edit_container(name; f): applies f to the container called name in initContainers,
+# containers and ephemeralContainers of the pod spec of this object.
+def edit_container($name; f):
+  if . == null then null else
+  podspec_path as $p
+  | setpath($p; getpath($p)
+      | reduce ("initContainers", "containers", "ephemeralContainers") as $k (.;
+          if has($k) then .[$k] |= map(if .name == $name then f else . end) else . end))
+  end;
+def container_names:
+  if . == null then [] else
+  podspec_path as $p | getpath($p) | [(.initContainers, .containers, .ephemeralContainers) // [] | .[].name] end;
+'
+
+# _request_edit SRC DEST WHICH NAME JQ-EXPR: applies `edit_container(NAME; JQ-EXPR)` to the
+# request's object and/or oldObject (WHICH = both|object|oldObject); fails when NAME is a
+# container in none of them, so a typo cannot turn a scenario into a test of nothing.
+_request_edit() {
+  local src=$1 dest=$2 which=$3 name=$4 expr=$5 targets
+  case "$which" in
+    both) targets='"object", "oldObject"' ;;
+    object | oldObject) targets="\"$which\"" ;;
+    *) echo "request edit: bad target '$which'" >&2; return 1 ;;
+  esac
+  if ! jq -e --arg n "$name" "$_JQ_PODSPEC [.request[$targets] | select(. != null) | container_names | index(\$n)] | any(. != null)" "$src" >/dev/null; then
+    echo "request edit: no container '$name' in the $which of $src" >&2
+    return 1
+  fi
+  jq --arg n "$name" "$_JQ_PODSPEC reduce ($targets) as \$t (.; .request[\$t] |= edit_container(\$n; $expr))" "$src" >"$dest.tmp"
+  mv "$dest.tmp" "$dest"
+}
+
+# request_with_images FIXTURE [EDIT...]: copies tests/fixtures/requests/FIXTURE to a new file
+# in $E2E_WORK/requests and prints its path. Each EDIT changes one container, in both object
+# and oldObject unless prefixed with `object:` or `oldObject:`:
+#   NAME=IMAGE              sets the image
+#   NAME.pull=POLICY        sets imagePullPolicy (Always|IfNotPresent|Never)
+#   NAME.remove             removes the container
+# e.g. request_with_images deployment-create.json app=127.0.0.1:5000/test/app:v1 sidecar.remove
+request_with_images() {
+  local fixture=$1 out edit which lhs name
+  shift
+  [[ -f "$FIXTURES_DIR/$fixture" ]] || { echo "no fixture $fixture" >&2; return 1; }
+  mkdir -p "$(e2e_workdir)/requests"
+  out=$(mktemp "$(e2e_workdir)/requests/${fixture%.json}.XXXXXX")
+  cp "$FIXTURES_DIR/$fixture" "$out"
+  for edit in "$@"; do
+    which=both
+    case "$edit" in
+      object:* | oldObject:*) which=${edit%%:*}; edit=${edit#*:} ;;
+    esac
+    lhs=${edit%%=*}
+    name=${lhs%%.*}
+    case "$edit" in
+      *.pull=*) _request_edit "$out" "$out" "$which" "$name" ".imagePullPolicy = \"${edit#*=}\"" ;;
+      *.remove) _request_edit "$out" "$out" "$which" "$name" 'empty' ;;
+      *=*) _request_edit "$out" "$out" "$which" "$name" ".image = $(jq -Rn --arg v "${edit#*=}" '$v')" ;;
+      *) echo "request_with_images: cannot read edit '$edit'" >&2; return 1 ;;
+    esac || return 1
+  done
+  printf '%s\n' "$out"
+}
+
+# request_in_namespace FILE NAMESPACE: moves the request (and its objects) to NAMESPACE, in place.
+request_in_namespace() {
+  local file=$1 ns=$2
+  jq --arg ns "$ns" '.request.namespace = $ns
+    | .request.object |= (if . == null then null else .metadata.namespace = $ns end)
+    | .request.oldObject |= (if . == null then null else .metadata.namespace = $ns end)' "$file" >"$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
+# request_images FILE: "container<TAB>image<TAB>pullPolicy" for the object of FILE (debugging
+# and sanity checks in tests).
+request_images() {
+  jq -r "$_JQ_PODSPEC"' .request.object | select(. != null) | getpath(podspec_path)
+    | (.initContainers, .containers, .ephemeralContainers) // [] | .[] | [.name, .image, .imagePullPolicy] | @tsv' "$1"
+}
+
+# write_settings NAME JSON: writes policy settings to $E2E_WORK/settings/NAME.json and prints
+# the path (for settings that depend on runtime ports; fixed ones live in e2e-tests/scenarios).
+write_settings() {
+  local dir
+  dir="$(e2e_workdir)/settings"
+  mkdir -p "$dir"
+  jq . <<<"$2" >"$dir/$1.json"
+  printf '%s\n' "$dir/$1.json"
+}
+
+# write_sources_yaml NAME [--insecure HOST:PORT]... [--ca HOST:PORT PEM]...: the host's
+# sources.yaml (insecure_sources, source_authorities) in $E2E_WORK/sources/NAME.yaml.
+write_sources_yaml() {
+  local name=$1 dir file
+  shift
+  dir="$(e2e_workdir)/sources"
+  mkdir -p "$dir"
+  file="$dir/$name.yaml"
+  local -a insecure=() cas=()
+  while (($#)); do
+    case "$1" in
+      --insecure) insecure+=("$2"); shift 2 ;;
+      --ca) cas+=("$2" "$3"); shift 3 ;;
+      *) echo "write_sources_yaml: unknown option $1" >&2; return 1 ;;
+    esac
+  done
+  {
+    local h i
+    if ((${#insecure[@]})); then
+      echo "insecure_sources:"
+      for h in "${insecure[@]}"; do printf '  - "%s"\n' "$h"; done
+    else
+      echo "insecure_sources: []"
+    fi
+    if ((${#cas[@]})); then
+      echo "source_authorities:"
+      for ((i = 0; i < ${#cas[@]}; i += 2)); do
+        printf '  "%s":\n    - type: Path\n      path: "%s"\n' "${cas[i]}" "${cas[i + 1]}"
+      done
+    else
+      echo "source_authorities: {}"
+    fi
+  } >"$file"
+  printf '%s\n' "$file"
+}
+
+# write_docker_config NAME HOST:PORT USER PASSWORD: a directory with a Docker config.json
+# holding Basic credentials for HOST:PORT (what --docker-config-json-path takes); prints it.
+write_docker_config() {
+  local dir
+  dir="$(e2e_workdir)/docker-config/$1"
+  mkdir -p "$dir"
+  jq -n --arg h "$2" --arg a "$(printf '%s:%s' "$3" "$4" | base64 -w0)" '{auths: {($h): {auth: $a}}}' >"$dir/config.json"
+  printf '%s\n' "$dir"
+}

@@ -1,0 +1,164 @@
+# shellcheck shell=bash
+# Local registries for the e2e tests: Debian's `docker-registry` (distribution 2.8) on
+# 127.0.0.1, in three flavours, each with its own storage under $E2E_WORK/registries/NAME:
+#   anon  plain HTTP, anonymous pull and push          -> REG_ANON=127.0.0.1:PORT
+#   auth  plain HTTP, htpasswd Basic auth (bcrypt)      -> REG_AUTH, REG_AUTH_USER, REG_AUTH_PASSWORD
+#   tls   HTTPS with a CA generated here, anonymous     -> REG_TLS, REG_TLS_CA (PEM), REG_TLS_CERT_DIR
+# Start them from bats `setup_file` and stop them from `teardown_file` (registry_stop_all).
+
+REG_AUTH_USER="${REG_AUTH_USER:-e2e-user}"
+REG_AUTH_PASSWORD="${REG_AUTH_PASSWORD:-e2e-Passw0rd}"
+
+# free_port: asks the kernel for an unused loopback port. The port is free when printed; the
+# registry start retries if another process takes it in between.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# registry_answers HOST:PORT SCHEME [CA]: true once /v2/ answers 200 (anonymous) or 401
+# (auth), i.e. the registry is serving.
+registry_answers() {
+  local addr=$1 scheme=$2 ca=${3:-} code
+  local -a tls=()
+  [[ -n "$ca" ]] && tls=(--cacert "$ca")
+  code=$(curl -s --noproxy '*' --max-time 2 "${tls[@]}" -o /dev/null -w '%{http_code}' \
+    "$scheme://$addr/v2/") || true
+  [[ "$code" == 200 || "$code" == 401 ]]
+}
+
+# generate_tls_ca DIR: a self-signed CA and a server certificate for 127.0.0.1 and localhost
+# signed by it, written as DIR/ca.pem, DIR/server.pem, DIR/server.key; DIR/certs.d/ca.crt is
+# the CA in the layout skopeo's --cert-dir expects. rustls rejects certificates without SAN
+# or a CA used as a leaf, so both extensions are explicit.
+generate_tls_ca() {
+  local dir=$1
+  mkdir -p "$dir/certs.d"
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 2 \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" -subj "/CN=resolvable-images e2e CA" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -sha256 \
+    -keyout "$dir/server.key" -out "$dir/server.csr" -subj "/CN=localhost" 2>/dev/null
+  printf '%s\n' "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth" \
+    "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$dir/server.ext"
+  openssl x509 -req -sha256 -days 2 -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+  cp "$dir/ca.pem" "$dir/certs.d/ca.crt"
+}
+
+# write_registry_config DIR PORT FLAVOUR: the registry's config.yml; storage in DIR/data.
+write_registry_config() {
+  local dir=$1 port=$2 flavour=$3
+  {
+    printf '%s\n' "version: 0.1" \
+      "log:" "  level: error" "  accesslog:" "    disabled: true" \
+      "storage:" "  filesystem:" "    rootdirectory: $dir/data" "  delete:" "    enabled: true" \
+      "http:" "  addr: 127.0.0.1:$port" "  secret: e2e-not-a-secret"
+    if [[ "$flavour" == tls ]]; then
+      printf '%s\n' "  tls:" "    certificate: $dir/tls/server.pem" "    key: $dir/tls/server.key"
+    fi
+    if [[ "$flavour" == auth ]]; then
+      printf '%s\n' "auth:" "  htpasswd:" "    realm: e2e-realm" "    path: $dir/htpasswd"
+    fi
+  } >"$dir/config.yml"
+}
+
+# registry_start FLAVOUR [NAME]: starts a registry (anon|auth|tls) named NAME (default the
+# flavour), waits until it serves, and exports REG_<NAME>=127.0.0.1:PORT (plus the CA or the
+# credentials). Retries on another port if the chosen one was taken meanwhile.
+registry_start() {
+  local flavour=$1 name=${2:-$1} work dir port pid attempt scheme=http ca=""
+  work=$(e2e_workdir)
+  dir="$work/registries/$name"
+  mkdir -p "$dir/data"
+  case "$flavour" in
+    anon) ;;
+    auth) htpasswd -Bbn "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" >"$dir/htpasswd" ;;
+    tls) generate_tls_ca "$dir/tls"; scheme=https; ca="$dir/tls/ca.pem" ;;
+    *) echo "registry_start: unknown flavour '$flavour'" >&2; return 1 ;;
+  esac
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    write_registry_config "$dir" "$port" "$flavour"
+    # 3>&- : bats waits for every process holding its fd 3; the registry must not keep it.
+    docker-registry serve "$dir/config.yml" >"$dir/registry.log" 2>&1 3>&- &
+    pid=$!
+    echo "$pid" >"$dir/pid"
+    wait_until 15 registry_serving_or_dead "$pid" "127.0.0.1:$port" "$scheme" "$ca" || true
+    if kill -0 "$pid" 2>/dev/null && registry_answers "127.0.0.1:$port" "$scheme" "$ca"; then
+      break
+    fi
+    registry_kill "$pid"
+    echo "registry_start: $name did not start on port $port (attempt $attempt):" >&2
+    tail -n 5 "$dir/registry.log" >&2
+    [[ $attempt == 5 ]] && return 1
+  done
+  local var
+  var="REG_$(tr '[:lower:]-' '[:upper:]_' <<<"$name")"
+  printf -v "$var" '%s' "127.0.0.1:$port"
+  export "${var?}"
+  case "$flavour" in
+    auth) export REG_AUTH_USER REG_AUTH_PASSWORD ;;
+    tls)
+      printf -v "${var}_CA" '%s' "$ca"; export "${var}_CA"
+      printf -v "${var}_CERT_DIR" '%s' "$dir/tls/certs.d"; export "${var}_CERT_DIR" ;;
+  esac
+}
+
+# registry_serving_or_dead PID ADDR SCHEME CA: the condition to stop polling a starting
+# registry: it answers, or its process died (e.g. the port was taken), so a failed start is
+# noticed at once rather than at the timeout.
+registry_serving_or_dead() {
+  local pid=$1 addr=$2 scheme=$3 ca=$4
+  ! kill -0 "$pid" 2>/dev/null || registry_answers "$addr" "$scheme" "$ca"
+}
+
+# registry_kill PID: stops one registry process and waits until it is gone (SIGKILL after 5 s).
+registry_kill() {
+  local pid=$1
+  kill "$pid" 2>/dev/null || return 0
+  if ! wait_until 5 registry_gone "$pid"; then
+    kill -9 "$pid" 2>/dev/null || true
+    wait_until 2 registry_gone "$pid" || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+registry_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# registry_stop NAME: stops the registry started as NAME; its storage stays until the work
+# dir is removed.
+registry_stop() {
+  local dir
+  dir="$(e2e_workdir)/registries/$1"
+  [[ -f "$dir/pid" ]] || return 0
+  registry_kill "$(cat "$dir/pid")"
+  rm -f "$dir/pid"
+}
+
+# registry_stop_all: stops every registry of this run (bats teardown_file, script traps).
+registry_stop_all() {
+  local work pidfile
+  work=$(e2e_workdir)
+  for pidfile in "$work"/registries/*/pid; do
+    [[ -e "$pidfile" ]] || continue
+    registry_kill "$(cat "$pidfile")"
+    rm -f "$pidfile"
+  done
+}
+
+# registry_pids: PIDs of the registries of this run that are still alive (should be none
+# after registry_stop_all).
+registry_pids() {
+  local work pidfile
+  work=$(e2e_workdir)
+  for pidfile in "$work"/registries/*/pid; do
+    [[ -e "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
+  done
+  return 0
+}
+
+# unused_port: a loopback port where nothing listens, for "registry down" scenarios.
+unused_port() { free_port; }
