@@ -1,0 +1,34 @@
+//! resolvable-images-policy: a Kubewarden policy that rejects Pods and workloads whose images
+//! will certainly fail to pull, and warns about those it could not verify.
+//!
+//! The crate is split so that every decision is pure and testable natively; only
+//! [`host::WapcHost`] touches the waPC boundary, and only the `wasm32` entry points below use it.
+
+pub mod admission;
+pub mod evaluate;
+pub mod host;
+pub mod reference;
+pub mod report;
+pub mod settings;
+pub mod verdict;
+pub mod workload;
+
+#[cfg(target_arch = "wasm32")]
+mod entry {
+    use kubewarden_policy_sdk::wapc_guest as guest;
+
+    #[no_mangle]
+    pub extern "C" fn wapc_init() {
+        guest::register_function("validate", validate);
+        guest::register_function("validate_settings", validate_settings);
+        guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+    }
+
+    fn validate(payload: &[u8]) -> guest::CallResult {
+        Ok(crate::evaluate::validate_payload(payload, &crate::host::WapcHost))
+    }
+
+    fn validate_settings(payload: &[u8]) -> guest::CallResult {
+        Ok(crate::settings::validate_settings_payload(payload))
+    }
+}

@@ -1,0 +1,299 @@
+//! Turning findings into the policy's answer: which action each failure gets, and messages that
+//! name the resource, the container, the image, the registry, the reason and what to do.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use kubewarden_policy_sdk::response::ValidationResponse;
+
+use crate::reference::ImageReference;
+use crate::settings::{Action, Actions};
+use crate::verdict::{truncate, Failure, FailureKind};
+use crate::workload::{ContainerImage, WorkloadKind};
+
+/// Kubernetes may truncate warnings longer than this.
+pub const WARNING_MAX: usize = 256;
+/// Longest image string quoted as written: an image field can be arbitrarily long.
+const IMAGE_QUOTE_MAX: usize = 200;
+/// The audit annotation that records failures accepted with `allow`.
+pub const ALLOWED_ANNOTATION: &str = "resolvable-images/allowed-unverified";
+
+/// The object a request is about, as messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// The workload kind.
+    pub kind: WorkloadKind,
+    /// Its namespace (empty when unknown).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// One image that did not resolve, with everything a message needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The container and its image as written.
+    pub container: ContainerImage,
+    /// The parsed reference, absent when the image did not parse.
+    pub reference: Option<ImageReference>,
+    /// What went wrong.
+    pub failure: Failure,
+}
+
+impl Finding {
+    /// `container "app" image "ngnix:1" (docker.io/library/ngnix:1)`
+    fn subject(&self) -> String {
+        let image = truncate(&self.container.image, IMAGE_QUOTE_MAX);
+        match &self.reference {
+            Some(reference) if reference.to_string() != self.container.image => {
+                format!("{} image {image:?} ({reference})", self.container)
+            }
+            _ => format!("{} image {image:?}", self.container),
+        }
+    }
+
+    /// `not found on registry docker.io` / `invalid image reference`
+    fn reason(&self) -> String {
+        match &self.reference {
+            Some(reference) => format!("{} on registry {}", self.failure.kind, reference.registry()),
+            None => self.failure.kind.to_string(),
+        }
+    }
+
+    /// What the user can do about it.
+    fn hint(&self) -> String {
+        let registry = self.reference.as_ref().map_or("", ImageReference::registry);
+        let name = self.reference.as_ref().map(ImageReference::name).unwrap_or_default();
+        match self.failure.kind {
+            FailureKind::Absent => format!(
+                "check that the tag or digest was pushed to {name} and is spelled correctly"
+            ),
+            FailureKind::InvalidReference => "write the image as [registry/]repository[:tag][@digest] with a lowercase repository; the kubelet would report InvalidImageName".to_owned(),
+            FailureKind::Unauthorized => format!(
+                "if the image is private, make sure the pod has an imagePullSecret for {registry}; the check used the policy server's credentials"
+            ),
+            FailureKind::Unreachable => format!(
+                "{registry} could not be asked; the pull may still succeed, or fail the same way on the node"
+            ),
+            FailureKind::HostRefused => "grant the policy the oci/v1/manifest_digest host capability".to_owned(),
+        }
+    }
+
+    /// A line of a rejection message.
+    fn rejection_line(&self) -> String {
+        format!(
+            "- {}: {}: {}. Hint: {}.",
+            self.subject(),
+            self.reason(),
+            self.failure.detail,
+            self.hint()
+        )
+    }
+
+    /// A Kubernetes warning, at most [`WARNING_MAX`] bytes; the verdict and why it was allowed
+    /// come before the registry's detail so truncation only ever cuts the detail.
+    fn warning(&self) -> String {
+        let image = truncate(&self.container.image, 80);
+        let line = format!(
+            "{} image {image:?}: {}; allowed because actions.{} is warn: {}",
+            self.container,
+            self.reason(),
+            self.failure.kind.setting_key(),
+            self.failure.detail
+        );
+        truncate(&line, WARNING_MAX)
+    }
+
+    /// The audit record of a failure that `allow` let through.
+    fn audit_record(&self) -> String {
+        format!("{} image {:?}: {}: {}", self.container, self.container.image, self.reason(), self.failure.detail)
+    }
+}
+
+/// The policy's answer to one admission request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// Whether the request is admitted.
+    pub accepted: bool,
+    /// Why it was rejected.
+    pub message: Option<String>,
+    /// HTTP code of a rejection; `None` lets the host choose.
+    pub code: Option<u16>,
+    /// Warnings `kubectl` prints, accepted or not.
+    pub warnings: Vec<String>,
+    /// Annotations for the API server's audit log.
+    pub audit_annotations: HashMap<String, String>,
+}
+
+impl Decision {
+    /// Admit without comment.
+    pub fn accept() -> Self {
+        Decision {
+            accepted: true,
+            ..Decision::default()
+        }
+    }
+
+    /// Refuse a request the policy cannot read (code 400), explaining what is wrong with it.
+    pub fn malformed(message: impl Into<String>) -> Self {
+        Decision {
+            accepted: false,
+            message: Some(message.into()),
+            code: Some(400),
+            ..Decision::default()
+        }
+    }
+
+    /// The JSON answer of waPC `validate`.
+    pub fn to_json(&self) -> Vec<u8> {
+        let response = ValidationResponse {
+            accepted: self.accepted,
+            message: self.message.clone(),
+            code: self.code,
+            mutated_object: None,
+            audit_annotations: (!self.audit_annotations.is_empty()).then(|| self.audit_annotations.clone()),
+            warnings: (!self.warnings.is_empty()).then(|| self.warnings.clone()),
+        };
+        serde_json::to_vec(&response).unwrap_or_else(|_| {
+            br#"{"accepted":false,"message":"resolvable-images-policy could not encode its answer"}"#.to_vec()
+        })
+    }
+}
+
+/// Applies the configured actions to the findings of one request.
+pub fn decide(resource: &Resource, findings: &[Finding], actions: &Actions) -> Decision {
+    let mut rejected = Vec::new();
+    let mut decision = Decision::accept();
+    let mut allowed = Vec::new();
+    for finding in findings {
+        match actions.for_kind(finding.failure.kind) {
+            Action::Reject => rejected.push(finding.rejection_line()),
+            Action::Warn => decision.warnings.push(finding.warning()),
+            Action::Allow => allowed.push(finding.audit_record()),
+        }
+    }
+    if !allowed.is_empty() {
+        decision
+            .audit_annotations
+            .insert(ALLOWED_ANNOTATION.to_owned(), allowed.join("; "));
+    }
+    if !rejected.is_empty() {
+        let count = rejected.len();
+        let noun = if count == 1 { "image" } else { "images" };
+        decision.accepted = false;
+        decision.message = Some(format!(
+            "{resource}: {count} {noun} will not pull:\n{}",
+            rejected.join("\n")
+        ));
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ContainerList;
+
+    fn finding(image: &str, kind: FailureKind, detail: &str) -> Finding {
+        Finding {
+            container: ContainerImage {
+                list: ContainerList::Regular,
+                name: "app".into(),
+                image: image.into(),
+                pull_policy: None,
+            },
+            reference: ImageReference::parse(image).ok(),
+            failure: Failure::new(kind, detail),
+        }
+    }
+
+    fn resource() -> Resource {
+        Resource {
+            kind: WorkloadKind::Deployment,
+            namespace: "team-a".into(),
+            name: "web".into(),
+        }
+    }
+
+    #[test]
+    fn rejection_names_everything() {
+        let findings = [
+            finding("ngnix:1.25", FailureKind::Absent, "manifest unknown"),
+            finding("docker.io/Team/x", FailureKind::InvalidReference, "repository name must be lowercase"),
+        ];
+        let decision = decide(&resource(), &findings, &Actions::default());
+        assert!(!decision.accepted);
+        let message = decision.message.unwrap();
+        assert!(message.starts_with("Deployment team-a/web: 2 images will not pull:\n"), "{message}");
+        assert!(message.contains(
+            "- container \"app\" image \"ngnix:1.25\" (docker.io/library/ngnix:1.25): not found on registry docker.io: manifest unknown. Hint: check that the tag or digest was pushed to docker.io/library/ngnix"
+        ), "{message}");
+        assert!(message.contains(
+            "- container \"app\" image \"docker.io/Team/x\": invalid image reference: repository name must be lowercase. Hint:"
+        ), "{message}");
+    }
+
+    #[test]
+    fn warnings_say_why_they_were_allowed_within_256_bytes() {
+        let long_detail = "x".repeat(1000);
+        let findings = [finding("ghcr.io/org/private:1", FailureKind::Unauthorized, &long_detail)];
+        let decision = decide(&resource(), &findings, &Actions::default());
+        assert!(decision.accepted);
+        assert_eq!(decision.warnings.len(), 1);
+        let warning = &decision.warnings[0];
+        assert!(warning.len() <= WARNING_MAX, "{}", warning.len());
+        assert!(warning.starts_with(
+            "container \"app\" image \"ghcr.io/org/private:1\": not authorized on registry ghcr.io; allowed because actions.unauthorized is warn: xxx"
+        ), "{warning}");
+    }
+
+    #[test]
+    fn allow_goes_to_the_audit_annotation_only() {
+        let actions = Actions {
+            unreachable: Action::Allow,
+            ..Actions::default()
+        };
+        let findings = [finding("a.io/b:1", FailureKind::Unreachable, "connection refused")];
+        let decision = decide(&resource(), &findings, &actions);
+        assert!(decision.accepted && decision.warnings.is_empty());
+        assert!(decision.audit_annotations[ALLOWED_ANNOTATION].contains("connection refused"));
+    }
+
+    #[test]
+    fn huge_images_are_quoted_truncated() {
+        let image = format!("a.io/{}:1", "b".repeat(100_000));
+        let decision = decide(
+            &resource(),
+            &[finding(&image, FailureKind::InvalidReference, "repository name must not be more than 255 characters")],
+            &Actions::default(),
+        );
+        assert!(decision.message.unwrap().len() < 1_000);
+    }
+
+    #[test]
+    fn response_json_has_the_sdk_shape() {
+        let decision = decide(
+            &resource(),
+            &[finding("a.io/b:1", FailureKind::Unreachable, "down")],
+            &Actions::default(),
+        );
+        let json: serde_json::Value = serde_json::from_slice(&decision.to_json()).unwrap();
+        assert_eq!(json["accepted"], true);
+        assert_eq!(json["warnings"].as_array().map(Vec::len), Some(1));
+        assert!(json["message"].is_null());
+        let malformed: serde_json::Value =
+            serde_json::from_slice(&Decision::malformed("bad").to_json()).unwrap();
+        assert_eq!(malformed["code"], 400);
+        assert_eq!(malformed["accepted"], false);
+    }
+}

@@ -1,0 +1,318 @@
+//! Policy settings: what operators may configure, parsed strictly so that a typo in a
+//! `ClusterAdmissionPolicy` is refused when the policy loads instead of silently ignored.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::verdict::FailureKind;
+
+/// What to do with an image that failed in a given way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Refuse the request, naming the image and the reason.
+    Reject,
+    /// Accept, with a Kubernetes warning that `kubectl` prints.
+    Warn,
+    /// Accept silently (the reason is still kept in an audit annotation).
+    Allow,
+}
+
+/// One action per failure class; the defaults reject only what is certain to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Actions {
+    /// The registry said the image does not exist.
+    pub absent: Action,
+    /// The image is not a valid reference.
+    pub invalid_reference: Action,
+    /// The registry refused the lookup (401/403).
+    pub unauthorized: Action,
+    /// The registry could not be reached or answered with an error.
+    pub unreachable: Action,
+    /// The policy host refused the lookup.
+    pub host_refused: Action,
+}
+
+impl Default for Actions {
+    fn default() -> Self {
+        Actions {
+            absent: Action::Reject,
+            invalid_reference: Action::Reject,
+            unauthorized: Action::Warn,
+            unreachable: Action::Warn,
+            host_refused: Action::Warn,
+        }
+    }
+}
+
+impl Actions {
+    /// The configured action for a failure class.
+    pub fn for_kind(&self, kind: FailureKind) -> Action {
+        match kind {
+            FailureKind::Absent => self.absent,
+            FailureKind::InvalidReference => self.invalid_reference,
+            FailureKind::Unauthorized => self.unauthorized,
+            FailureKind::Unreachable => self.unreachable,
+            FailureKind::HostRefused => self.host_refused,
+        }
+    }
+}
+
+/// The settings as operators write them (camelCase JSON/YAML).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct RawSettings {
+    actions: Actions,
+    exempt_namespaces: Vec<String>,
+    exempt_images: Vec<String>,
+}
+
+/// Validated settings, with exemption patterns compiled once per evaluation.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// What to do per failure class.
+    pub actions: Actions,
+    exempt_namespaces: HashSet<String>,
+    exempt_images: Vec<glob::Pattern>,
+}
+
+impl Settings {
+    /// Parses and validates settings; `null` means all defaults.
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
+        if value.is_null() {
+            return Ok(Settings::default());
+        }
+        let raw: RawSettings = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            SettingsError {
+                field: if path == "." { String::new() } else { path },
+                problem: e.into_inner().to_string(),
+            }
+        })?;
+        let mut exempt_namespaces = HashSet::with_capacity(raw.exempt_namespaces.len());
+        for (i, namespace) in raw.exempt_namespaces.into_iter().enumerate() {
+            if !is_dns_label(&namespace) {
+                return Err(SettingsError::new(
+                    format!("exemptNamespaces[{i}]"),
+                    "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
+                ));
+            }
+            exempt_namespaces.insert(namespace);
+        }
+        let exempt_images = raw
+            .exempt_images
+            .iter()
+            .enumerate()
+            .map(|(i, pattern)| compile_pattern(pattern).map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p)))
+            .collect::<Result<_, _>>()?;
+        Ok(Settings {
+            actions: raw.actions,
+            exempt_namespaces,
+            exempt_images,
+        })
+    }
+
+    /// True when the policy must not look at requests in this namespace.
+    pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
+        self.exempt_namespaces.contains(namespace)
+    }
+
+    /// True when a normalised reference (`registry/repo:tag[@digest]`) matches an exemption.
+    pub fn is_image_exempt(&self, normalised: &str) -> bool {
+        self.exempt_images.iter().any(|p| p.matches(normalised))
+    }
+}
+
+/// Exemption globs: `*` (also across `/`), `?` and `[...]`, matched on the normalised reference.
+fn compile_pattern(pattern: &str) -> Result<glob::Pattern, String> {
+    if pattern.is_empty() {
+        return Err("an image pattern must not be empty".into());
+    }
+    if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("an image pattern must not contain whitespace or control characters".into());
+    }
+    glob::Pattern::new(pattern).map_err(|e| format!("invalid pattern {pattern:?}: {}", e.msg))
+}
+
+fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// A settings problem, naming the offending field by its path (`actions.absent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    field: String,
+    problem: String,
+}
+
+impl SettingsError {
+    fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        SettingsError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "invalid settings: {}", self.problem)
+        } else {
+            write!(f, "invalid settings: {}: {}", self.field, self.problem)
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+/// Answers the host's `validate_settings` call: `{"valid":true}` or `{"valid":false,"message":…}`.
+pub fn validate_settings_payload(payload: &[u8]) -> Vec<u8> {
+    let result = serde_json::from_slice::<serde_json::Value>(payload)
+        .map_err(|e| format!("invalid settings: not JSON: {e}"))
+        .and_then(|value| {
+            Settings::from_value(&value)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+    let response = match result {
+        Ok(()) => serde_json::json!({ "valid": true }),
+        Err(message) => serde_json::json!({ "valid": false, "message": message }),
+    };
+    serde_json::to_vec(&response).unwrap_or_else(|_| br#"{"valid":false}"#.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error(value: serde_json::Value) -> String {
+        Settings::from_value(&value)
+            .expect_err("settings should be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_reject_only_certain_failures() {
+        let settings = Settings::from_value(&json!({})).unwrap();
+        for kind in FailureKind::ALL {
+            let expected = if kind.is_certain() { Action::Reject } else { Action::Warn };
+            assert_eq!(settings.actions.for_kind(kind), expected, "{kind:?}");
+        }
+        assert_eq!(
+            Settings::from_value(&serde_json::Value::Null).unwrap().actions,
+            Actions::default()
+        );
+    }
+
+    #[test]
+    fn every_action_is_configurable() {
+        let settings = Settings::from_value(&json!({"actions": {
+            "absent": "warn", "invalidReference": "allow", "unauthorized": "reject",
+            "unreachable": "reject", "hostRefused": "allow"}}))
+        .unwrap();
+        let actions = settings.actions;
+        assert_eq!(actions.for_kind(FailureKind::Absent), Action::Warn);
+        assert_eq!(actions.for_kind(FailureKind::InvalidReference), Action::Allow);
+        assert_eq!(actions.for_kind(FailureKind::Unauthorized), Action::Reject);
+        assert_eq!(actions.for_kind(FailureKind::Unreachable), Action::Reject);
+        assert_eq!(actions.for_kind(FailureKind::HostRefused), Action::Allow);
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        assert!(error(json!({"exemptNamespace": ["a"]})).contains("unknown field `exemptNamespace`"));
+        let nested = error(json!({"actions": {"absnet": "warn"}}));
+        assert!(nested.contains("actions") && nested.contains("absnet"), "{nested}");
+    }
+
+    #[test]
+    fn bad_actions_are_named() {
+        let message = error(json!({"actions": {"absent": "block"}}));
+        assert!(message.contains("actions.absent"), "{message}");
+        assert!(message.contains("`reject`, `warn`, `allow`"), "{message}");
+    }
+
+    #[test]
+    fn bad_patterns_are_named() {
+        let message = error(json!({"exemptImages": ["ok/*", "[unclosed"]}));
+        assert!(message.contains("exemptImages[1]"), "{message}");
+        assert!(error(json!({"exemptImages": [""]})).contains("must not be empty"));
+        assert!(error(json!({"exemptImages": ["a b"]})).contains("whitespace"));
+    }
+
+    #[test]
+    fn bad_namespaces_are_named() {
+        for bad in ["", "Team-A", "-a", &"a".repeat(64)] {
+            let message = error(json!({"exemptNamespaces": ["ok", bad]}));
+            assert!(message.contains("exemptNamespaces[1]"), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn hostile_shapes_are_refused_with_a_message() {
+        for value in [
+            json!("reject"),
+            json!([1, 2]),
+            json!({"actions": "reject"}),
+            json!({"actions": {"absent": 3}}),
+            json!({"exemptImages": "registry.internal/*"}),
+            json!({"exemptImages": [null]}),
+            json!({"exemptNamespaces": [{"name": "a"}]}),
+        ] {
+            assert!(error(value.clone()).starts_with("invalid settings"), "{value}");
+        }
+    }
+
+    #[test]
+    fn image_exemptions_match_normalised_references() {
+        let settings = Settings::from_value(&json!({"exemptImages": [
+            "registry.internal/*", "docker.io/library/busybox:*"]}))
+        .unwrap();
+        assert!(settings.is_image_exempt("registry.internal/team/app:1"));
+        assert!(settings.is_image_exempt("docker.io/library/busybox:1.36"));
+        assert!(!settings.is_image_exempt("docker.io/library/busybox2:1.36"));
+        assert!(!settings.is_image_exempt("registry.internal.evil.com/a:1"));
+    }
+
+    #[test]
+    fn namespace_exemptions_are_exact() {
+        let settings = Settings::from_value(&json!({"exemptNamespaces": ["kube-system"]})).unwrap();
+        assert!(settings.is_namespace_exempt("kube-system"));
+        assert!(!settings.is_namespace_exempt("kube-system-2"));
+    }
+
+    #[test]
+    fn validate_settings_payload_answers_the_host_protocol() {
+        let ok: serde_json::Value =
+            serde_json::from_slice(&validate_settings_payload(br#"{"exemptImages":["a/*"]}"#)).unwrap();
+        assert_eq!(ok, json!({"valid": true}));
+        let bad: serde_json::Value =
+            serde_json::from_slice(&validate_settings_payload(br#"{"actions":{"absent":"no"}}"#)).unwrap();
+        assert_eq!(bad["valid"], json!(false));
+        assert!(bad["message"].as_str().unwrap().contains("actions.absent"));
+        let garbage: serde_json::Value =
+            serde_json::from_slice(&validate_settings_payload(b"\xff{")).unwrap();
+        assert_eq!(garbage["valid"], json!(false));
+        assert!(garbage["message"].as_str().unwrap().contains("not JSON"));
+    }
+
+    #[test]
+    fn ten_thousand_patterns_compile() {
+        let patterns: Vec<String> = (0..10_000).map(|i| format!("registry{i}.internal/*")).collect();
+        let settings = Settings::from_value(&json!({"exemptImages": patterns})).unwrap();
+        assert!(settings.is_image_exempt("registry9999.internal/a:1"));
+        assert!(!settings.is_image_exempt("docker.io/library/nginx:1"));
+    }
+}

@@ -1,0 +1,299 @@
+//! Workloads and their containers: where each kind keeps its pod spec, which images it lists,
+//! and the pull policy the kubelet will apply to each.
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::reference::ImageReference;
+
+/// The kinds whose pods the kubelet will start, and so whose images must be pullable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// `v1/Pod`
+    Pod,
+    /// `apps/v1/Deployment`
+    Deployment,
+    /// `apps/v1/ReplicaSet`
+    ReplicaSet,
+    /// `apps/v1/StatefulSet`
+    StatefulSet,
+    /// `apps/v1/DaemonSet`
+    DaemonSet,
+    /// `batch/v1/Job`
+    Job,
+    /// `batch/v1/CronJob`
+    CronJob,
+    /// `v1/ReplicationController`
+    ReplicationController,
+}
+
+impl WorkloadKind {
+    /// The workload kind of an admission request's `kind`, if the policy handles it.
+    pub fn from_group_kind(group: &str, kind: &str) -> Option<Self> {
+        Some(match (group, kind) {
+            ("", "Pod") => WorkloadKind::Pod,
+            ("", "ReplicationController") => WorkloadKind::ReplicationController,
+            ("apps", "Deployment") => WorkloadKind::Deployment,
+            ("apps", "ReplicaSet") => WorkloadKind::ReplicaSet,
+            ("apps", "StatefulSet") => WorkloadKind::StatefulSet,
+            ("apps", "DaemonSet") => WorkloadKind::DaemonSet,
+            ("batch", "Job") => WorkloadKind::Job,
+            ("batch", "CronJob") => WorkloadKind::CronJob,
+            _ => return None,
+        })
+    }
+
+    /// JSON pointer to the pod spec inside an object of this kind.
+    pub fn pod_spec_pointer(self) -> &'static str {
+        match self {
+            WorkloadKind::Pod => "/spec",
+            WorkloadKind::CronJob => "/spec/jobTemplate/spec/template/spec",
+            _ => "/spec/template/spec",
+        }
+    }
+
+    /// The kind as Kubernetes spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Pod => "Pod",
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::ReplicaSet => "ReplicaSet",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+            WorkloadKind::Job => "Job",
+            WorkloadKind::CronJob => "CronJob",
+            WorkloadKind::ReplicationController => "ReplicationController",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The three container lists of a pod spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ContainerList {
+    /// `initContainers`, run before the others.
+    Init,
+    /// `containers`
+    Regular,
+    /// `ephemeralContainers`, added for debugging.
+    Ephemeral,
+}
+
+impl ContainerList {
+    /// How messages name a container of this list.
+    pub fn label(self) -> &'static str {
+        match self {
+            ContainerList::Init => "init container",
+            ContainerList::Regular => "container",
+            ContainerList::Ephemeral => "ephemeral container",
+        }
+    }
+}
+
+/// The kubelet's `imagePullPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// Resolve the reference at every start.
+    Always,
+    /// Pull only when the node lacks the image.
+    IfNotPresent,
+    /// Never contact a registry: the image must already be on the node.
+    Never,
+}
+
+impl PullPolicy {
+    /// The policy the kubelet applies: the explicit one, else `Always` for images resolved
+    /// through `latest`, else `IfNotPresent` (Kubernetes' `SetDefaults_Container`).
+    pub fn effective(explicit: Option<&str>, reference: &ImageReference) -> Self {
+        match explicit {
+            Some("Always") => PullPolicy::Always,
+            Some("IfNotPresent") => PullPolicy::IfNotPresent,
+            Some("Never") => PullPolicy::Never,
+            _ if reference.resolves_latest() => PullPolicy::Always,
+            _ => PullPolicy::IfNotPresent,
+        }
+    }
+}
+
+/// One container's image, with where it sits so messages can point at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerImage {
+    /// Which list the container is in.
+    pub list: ContainerList,
+    /// The container's name.
+    pub name: String,
+    /// The image exactly as written (empty when missing).
+    pub image: String,
+    /// The explicit `imagePullPolicy`, if any.
+    pub pull_policy: Option<String>,
+}
+
+impl fmt::Display for ContainerImage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.list.label(), self.name)
+    }
+}
+
+/// Why the images of an object could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadError {
+    /// The object has no pod spec where its kind keeps one.
+    MissingPodSpec {
+        /// Where the pod spec was expected.
+        pointer: &'static str,
+    },
+    /// The pod spec is not a valid `PodSpec`.
+    Malformed {
+        /// Where the pod spec is.
+        pointer: &'static str,
+        /// The decoding error.
+        reason: String,
+    },
+}
+
+impl fmt::Display for WorkloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkloadError::MissingPodSpec { pointer } => {
+                write!(f, "the object has no pod spec at {pointer}")
+            }
+            WorkloadError::Malformed { pointer, reason } => {
+                write!(f, "the pod spec at {pointer} is malformed: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorkloadError {}
+
+/// Every image of an object of `kind`: init containers, containers, then ephemeral containers.
+pub fn container_images(
+    kind: WorkloadKind,
+    object: &Value,
+) -> Result<Vec<ContainerImage>, WorkloadError> {
+    let pointer = kind.pod_spec_pointer();
+    let spec = match object.pointer(pointer) {
+        None | Some(Value::Null) => return Err(WorkloadError::MissingPodSpec { pointer }),
+        Some(spec) => PodSpec::deserialize(spec).map_err(|e| WorkloadError::Malformed {
+            pointer,
+            reason: e.to_string(),
+        })?,
+    };
+    let image = |list, name: String, image: Option<String>, pull_policy: Option<String>| {
+        ContainerImage {
+            list,
+            name,
+            image: image.unwrap_or_default(),
+            pull_policy,
+        }
+    };
+    let init = spec.init_containers.into_iter().flatten().map(|c| {
+        image(ContainerList::Init, c.name, c.image, c.image_pull_policy)
+    });
+    let regular = spec.containers.into_iter().map(|c| {
+        image(ContainerList::Regular, c.name, c.image, c.image_pull_policy)
+    });
+    let ephemeral = spec.ephemeral_containers.into_iter().flatten().map(|c| {
+        image(ContainerList::Ephemeral, c.name, c.image, c.image_pull_policy)
+    });
+    Ok(init.chain(regular).chain(ephemeral).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_maps_from_its_group() {
+        let cases = [
+            ("", "Pod", WorkloadKind::Pod),
+            ("", "ReplicationController", WorkloadKind::ReplicationController),
+            ("apps", "Deployment", WorkloadKind::Deployment),
+            ("apps", "ReplicaSet", WorkloadKind::ReplicaSet),
+            ("apps", "StatefulSet", WorkloadKind::StatefulSet),
+            ("apps", "DaemonSet", WorkloadKind::DaemonSet),
+            ("batch", "Job", WorkloadKind::Job),
+            ("batch", "CronJob", WorkloadKind::CronJob),
+        ];
+        for (group, kind, expected) in cases {
+            assert_eq!(WorkloadKind::from_group_kind(group, kind), Some(expected));
+            assert_eq!(expected.as_str(), kind);
+        }
+        assert_eq!(WorkloadKind::from_group_kind("extensions", "Deployment"), None);
+        assert_eq!(WorkloadKind::from_group_kind("", "ConfigMap"), None);
+    }
+
+    #[test]
+    fn lists_all_three_container_lists_in_start_order() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "app", "image": "a:1", "imagePullPolicy": "Always"}],
+            "initContainers": [{"name": "init", "image": "b:1"}],
+            "ephemeralContainers": [{"name": "debug", "image": "c:1"}]}});
+        let images = container_images(WorkloadKind::Pod, &pod).unwrap();
+        let summary: Vec<_> = images
+            .iter()
+            .map(|c| (c.list, c.name.as_str(), c.image.as_str(), c.pull_policy.as_deref()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (ContainerList::Init, "init", "b:1", None),
+                (ContainerList::Regular, "app", "a:1", Some("Always")),
+                (ContainerList::Ephemeral, "debug", "c:1", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_image_is_empty_not_an_error() {
+        let pod = json!({"spec": {"containers": [{"name": "app"}]}});
+        assert_eq!(container_images(WorkloadKind::Pod, &pod).unwrap()[0].image, "");
+    }
+
+    #[test]
+    fn missing_or_malformed_specs_are_explained() {
+        let deployment = json!({"spec": {"replicas": 1}});
+        assert_eq!(
+            container_images(WorkloadKind::Deployment, &deployment),
+            Err(WorkloadError::MissingPodSpec {
+                pointer: "/spec/template/spec"
+            })
+        );
+        let malformed = json!({"spec": {"containers": [{"name": "app", "image": 7}]}});
+        let error = container_images(WorkloadKind::Pod, &malformed).unwrap_err();
+        assert!(error.to_string().contains("/spec is malformed"), "{error}");
+        let not_a_list = json!({"spec": {"containers": "nginx"}});
+        assert!(container_images(WorkloadKind::Pod, &not_a_list).is_err());
+    }
+
+    #[test]
+    fn pull_policy_defaults_like_the_api_server() {
+        let parse = |s: &str| ImageReference::parse(s).unwrap();
+        let digest = "sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+        assert_eq!(PullPolicy::effective(None, &parse("nginx")), PullPolicy::Always);
+        assert_eq!(PullPolicy::effective(None, &parse("nginx:latest")), PullPolicy::Always);
+        assert_eq!(PullPolicy::effective(None, &parse("nginx:1.25")), PullPolicy::IfNotPresent);
+        assert_eq!(
+            PullPolicy::effective(None, &parse(&format!("nginx@{digest}"))),
+            PullPolicy::IfNotPresent
+        );
+        assert_eq!(PullPolicy::effective(Some("Never"), &parse("nginx")), PullPolicy::Never);
+        assert_eq!(
+            PullPolicy::effective(Some("Always"), &parse("nginx:1")),
+            PullPolicy::Always
+        );
+        assert_eq!(
+            PullPolicy::effective(Some("Sometimes"), &parse("nginx:1")),
+            PullPolicy::IfNotPresent
+        );
+    }
+}
