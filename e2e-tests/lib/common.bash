@@ -22,6 +22,10 @@ source "$E2E_DIR/lib/registry.bash"
 source "$E2E_DIR/lib/images.bash"
 # shellcheck source=e2e-tests/lib/fixtures.bash
 source "$E2E_DIR/lib/fixtures.bash"
+# shellcheck source=e2e-tests/lib/policy.bash
+source "$E2E_DIR/lib/policy.bash"
+# shellcheck source=e2e-tests/lib/scenario.bash
+source "$E2E_DIR/lib/scenario.bash"
 
 # e2e_workdir: the scratch directory of this run. Bats gives each file its own, which it
 # removes; scripts set E2E_WORK themselves (see demo.sh).

@@ -1,0 +1,51 @@
+#!/usr/bin/env bats
+# A registry that cannot be asked: a warning by default (the pull may still work), a
+# rejection or silence when the operator says so.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() { load lib/common; scenario_setup_file; }
+teardown_file() { load lib/common; scenario_teardown_file; }
+setup() { load lib/common; require_host; }
+
+@test "registry down: admitted with an 'unreachable' warning by default" {
+  req=$(local_request deployment-create.json "app=$REG_DOWN/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 1
+  assert_warning_contains "container \"app\"" "$REG_DOWN/team/app:1.4.2" \
+    "registry unreachable on registry $REG_DOWN" "actions.unreachable is warn"
+}
+
+@test "registry down with actions.unreachable=reject: rejected with the reason and a hint" {
+  req=$(local_request deployment-create.json "app=$REG_DOWN/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/reject-unreachable.json"
+  assert_rejected
+  assert_message_contains "Deployment team-a/web" "container \"app\"" "$REG_DOWN/team/app:1.4.2" \
+    "registry unreachable on registry $REG_DOWN" "Hint: $REG_DOWN could not be asked"
+}
+
+@test "registry down with actions.unreachable=allow: admitted silently" {
+  req=$(local_request deployment-create.json "app=$REG_DOWN/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/allow-unreachable.json"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+}
+
+@test "absent and unreachable together: rejected for the absent image, warned for the other" {
+  req=$(local_request deployment-create.json "app=$REG_ANON/team/app:9.9.9" "sidecar=$REG_DOWN/library/busybox:1.36")
+  run -0 --separate-stderr policy_run "$req"
+  assert_rejected
+  assert_message_contains "container \"app\"" "not found on registry $REG_ANON"
+  assert_message_lacks "container \"sidecar\""
+  assert_warning_contains "container \"sidecar\"" "registry unreachable on registry $REG_DOWN"
+}
+
+@test "actions.absent=warn: a missing tag becomes a warning" {
+  req=$(local_request deployment-create.json "app=$REG_ANON/team/app:9.9.9")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/warn-absent.json"
+  assert_allowed
+  assert_warning_contains "container \"app\"" "not found on registry $REG_ANON" "actions.absent is warn"
+}

@@ -1,0 +1,95 @@
+# shellcheck shell=bash
+# Running the policy in the test host and asserting on its AdmissionResponse
+# ({uid, allowed, status: {message, code}, warnings: [...]}). The assertions read bats'
+# $output, so call the host with `run --separate-stderr policy_run ...` (host logs stay out).
+
+# host_ready: true when the test host and the policy are built. Outside CI a missing build
+# skips the scenarios; in CI (CI=true) it is an error, so a broken build cannot pass as skips.
+host_ready() {
+  [[ -x "$POLICY_HOST" && -f "$POLICY_WASM" ]]
+}
+
+# require_host: in bats `setup`: skip (or fail in CI) when the host or the policy is missing.
+require_host() {
+  host_ready && return 0
+  local why="policy-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build e2e-tests/host"
+  if [[ "${CI:-}" == true ]]; then
+    echo "$why" >&2
+    return 1
+  fi
+  skip "$why"
+}
+
+# policy_run REQUEST [HOST OPTIONS...]: evaluates REQUEST with the policy. Unless the options
+# say otherwise, settings are the defaults (scenarios/defaults.json) and the host's
+# sources.yaml is $E2E_SOURCES (the plain-HTTP test registries marked insecure), since the
+# host, like kwctl, speaks HTTPS only to registries that are not listed there.
+policy_run() {
+  local request=$1
+  shift
+  local -a opts=("$@")
+  if [[ " ${opts[*]} " != *" --settings-json "* && " ${opts[*]} " != *" --settings-path "* ]]; then
+    opts+=(--settings-path "$SCENARIOS_DIR/defaults.json")
+  fi
+  if [[ " ${opts[*]} " != *" --sources-path "* && " ${opts[*]} " != *" --replay-host-capabilities-interactions "* && -n "${E2E_SOURCES:-}" ]]; then
+    opts+=(--sources-path "$E2E_SOURCES")
+  fi
+  "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}"
+}
+
+# _fail_with MESSAGE: prints MESSAGE and the response, and fails the assertion.
+_fail_with() {
+  printf '%s\nresponse: %s\n' "$1" "$output" >&2
+  [[ -n "${stderr:-}" ]] && printf 'host stderr: %s\n' "$stderr" >&2
+  return 1
+}
+
+# assert_allowed / assert_rejected: the decision of the response in $output.
+assert_allowed() {
+  [[ "$(jq -r '.allowed' <<<"$output" 2>/dev/null)" == true ]] || _fail_with "expected allowed=true"
+}
+assert_rejected() {
+  [[ "$(jq -r '.allowed' <<<"$output" 2>/dev/null)" == false ]] || _fail_with "expected allowed=false"
+}
+
+# assert_message_contains STRING...: the rejection message contains every STRING.
+assert_message_contains() {
+  local message s
+  message=$(jq -r '.status.message // ""' <<<"$output")
+  for s in "$@"; do
+    [[ "$message" == *"$s"* ]] || _fail_with "message lacks: $s" || return 1
+  done
+}
+
+# assert_message_lacks STRING...: the message mentions none of them (e.g. a container that passed).
+assert_message_lacks() {
+  local message s
+  message=$(jq -r '.status.message // ""' <<<"$output")
+  for s in "$@"; do
+    [[ "$message" != *"$s"* ]] || _fail_with "message should not mention: $s" || return 1
+  done
+}
+
+# assert_no_message: an allowed answer without a status message.
+assert_no_message() {
+  [[ -z "$(jq -r '.status.message // ""' <<<"$output")" ]] || _fail_with "expected no message"
+}
+
+# assert_warning_count N: exactly N warnings.
+assert_warning_count() {
+  [[ "$(jq '(.warnings // []) | length' <<<"$output")" == "$1" ]] || _fail_with "expected $1 warning(s)"
+}
+
+# assert_warning_contains STRING...: one single warning contains every STRING, and every
+# warning fits Kubernetes' 256-character limit.
+assert_warning_contains() {
+  jq -e '(.warnings // []) | all(length <= 256)' <<<"$output" >/dev/null ||
+    _fail_with "a warning is longer than 256 characters" || return 1
+  jq -e --args '(.warnings // []) | any(. as $w | $ARGS.positional | all(. as $s | $w | contains($s)))' \
+    "$@" <<<"$output" >/dev/null || _fail_with "no warning contains all of: $*"
+}
+
+# response_summary: "allowed | message | warnings" on one line, for comparing two answers.
+response_summary() {
+  jq -c '{allowed, message: .status.message, code: .status.code, warnings: (.warnings // [])}' <<<"$1"
+}

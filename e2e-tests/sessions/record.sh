@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Regenerates the recorded sessions in this directory: for each scenario, the request
+# (NAME.request.json), the host capability exchanges (NAME.yml) and the answer a replay gives
+# (NAME.response.json). Registries run on random ports while recording; the files are then
+# rewritten to fixed addresses (127.0.0.1:5000 anonymous, :5001 auth, :5999 down), which a
+# replay never contacts. Replay one with kwctl or the test host:
+#   kwctl run --request-path sessions/missing-tag.request.json \
+#     --settings-path scenarios/defaults.json \
+#     --replay-host-capabilities-interactions sessions/missing-tag.yml policy.wasm
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=e2e-tests/lib/common.bash
+source "$here/../lib/common.bash"
+
+E2E_WORK=$(mktemp -d)
+export E2E_WORK
+cleanup() { registry_stop_all; rm -rf "$E2E_WORK"; }
+trap cleanup EXIT
+
+host_ready || { echo "build the policy and e2e-tests/host first" >&2; exit 1; }
+scenario_setup_file
+
+# record NAME FIXTURE [EDIT...]: records one scenario with the default settings.
+record() {
+  local name=$1 fixture=$2 req
+  shift 2
+  req=$(local_request "$fixture" "$@")
+  policy_run "$req" --record-host-capabilities-interactions "$E2E_WORK/$name.yml" >/dev/null
+  normalise <"$req" >"$here/$name.request.json"
+  normalise <"$E2E_WORK/$name.yml" >"$here/$name.yml"
+  policy_run "$here/$name.request.json" \
+    --replay-host-capabilities-interactions "$here/$name.yml" | jq . >"$here/$name.response.json"
+  echo "recorded $name: $(response_summary "$(cat "$here/$name.response.json")")"
+}
+
+# normalise: the random ports of this run become the fixed ones the files are kept with.
+normalise() {
+  sed -e "s/$REG_ANON/127.0.0.1:5000/g" -e "s/$REG_AUTH/127.0.0.1:5001/g" -e "s/$REG_DOWN/127.0.0.1:5999/g"
+}
+
+record resolved pod-create.json
+record missing-tag deployment-create.json "app=$REG_ANON/team/app:9.9.9"
+record unauthorized pod-create.json "app=$REG_AUTH/private/app:v1"
+record unreachable deployment-create.json "sidecar=$REG_DOWN/library/busybox:1.36"
