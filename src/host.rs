@@ -25,11 +25,13 @@ impl WapcHost {
         operation: &str,
         request: &impl serde::Serialize,
     ) -> Result<T, String> {
-        let payload = serde_json::to_vec(request).map_err(|e| format!("cannot encode request: {e}"))?;
+        let payload =
+            serde_json::to_vec(request).map_err(|e| format!("cannot encode request: {e}"))?;
         let answer = wapc_guest::host_call(BINDING, namespace, operation, &payload)
             .map_err(|e| format!("error invoking host capability {namespace}.{operation}: {e}"))?;
-        serde_json::from_slice(&answer)
-            .map_err(|e| format!("host capability {namespace}.{operation} gave an unreadable answer: {e}"))
+        serde_json::from_slice(&answer).map_err(|e| {
+            format!("host capability {namespace}.{operation} gave an unreadable answer: {e}")
+        })
     }
 }
 
@@ -63,13 +65,15 @@ impl InMemoryHost {
 
     /// Makes `reference` resolve to `digest`.
     pub fn with_digest(mut self, reference: &str, digest: &str) -> Self {
-        self.answers.insert(reference.to_owned(), Ok(digest.to_owned()));
+        self.answers
+            .insert(reference.to_owned(), Ok(digest.to_owned()));
         self
     }
 
     /// Makes the lookup of `reference` fail with the host error `text`.
     pub fn with_error(mut self, reference: &str, text: &str) -> Self {
-        self.answers.insert(reference.to_owned(), Err(text.to_owned()));
+        self.answers
+            .insert(reference.to_owned(), Err(text.to_owned()));
         self
     }
 

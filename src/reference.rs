@@ -224,7 +224,10 @@ fn split_registry(image: &str) -> (&str, std::borrow::Cow<'_, str>) {
         registry
     };
     if registry == DEFAULT_REGISTRY && !remainder.contains('/') {
-        (registry, format!("{OFFICIAL_REPO_PREFIX}{remainder}").into())
+        (
+            registry,
+            format!("{OFFICIAL_REPO_PREFIX}{remainder}").into(),
+        )
     } else {
         (registry, remainder.into())
     }
@@ -257,7 +260,9 @@ fn is_valid_domain_component(component: &str) -> bool {
         (Some(first), Some(last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
         }
         _ => false,
     }
@@ -321,7 +326,8 @@ fn is_hex(s: &str) -> bool {
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]
@@ -348,8 +354,14 @@ mod tests {
             ("busybox", "docker.io/library/busybox:latest"),
             ("library/busybox", "docker.io/library/busybox:latest"),
             ("docker.io/busybox", "docker.io/library/busybox:latest"),
-            ("index.docker.io/busybox", "docker.io/library/busybox:latest"),
-            ("index.docker.io/library/busybox:1", "docker.io/library/busybox:1"),
+            (
+                "index.docker.io/busybox",
+                "docker.io/library/busybox:latest",
+            ),
+            (
+                "index.docker.io/library/busybox:1",
+                "docker.io/library/busybox:1",
+            ),
             ("fooo/bar", "docker.io/fooo/bar:latest"),
             ("docker.io/fooo/bar", "docker.io/fooo/bar:latest"),
             ("nothing/busybox:mytag", "docker.io/nothing/busybox:mytag"),
@@ -360,11 +372,17 @@ mod tests {
             ("[2001:db8::1]/repo:v1", "[2001:db8::1]/repo:v1"),
             ("Foo/bar", "Foo/bar:latest"),
             ("example.com/a/b/c/d:tag", "example.com/a/b/c/d:tag"),
-            ("ubuntu-12.04-base", "docker.io/library/ubuntu-12.04-base:latest"),
+            (
+                "ubuntu-12.04-base",
+                "docker.io/library/ubuntu-12.04-base:latest",
+            ),
             ("foo.com:8080/a__b", "foo.com:8080/a__b:latest"),
             ("a/b---c", "docker.io/a/b---c:latest"),
             ("localhost:5000", "docker.io/library/localhost:5000"),
-            (&format!("busybox@{SHA}"), &format!("docker.io/library/busybox@{SHA}")),
+            (
+                &format!("busybox@{SHA}"),
+                &format!("docker.io/library/busybox@{SHA}"),
+            ),
             (
                 &format!("ghcr.io/org/app:1.2@{SHA}"),
                 &format!("ghcr.io/org/app:1.2@{SHA}"),
@@ -391,7 +409,10 @@ mod tests {
             ("-foo/bar".into(), ReferenceError::InvalidFormat),
             ("foo/bar:".into(), ReferenceError::InvalidFormat),
             ("foo/bar:-tag".into(), ReferenceError::InvalidFormat),
-            (format!("foo:{}", "a".repeat(129)), ReferenceError::InvalidFormat),
+            (
+                format!("foo:{}", "a".repeat(129)),
+                ReferenceError::InvalidFormat,
+            ),
             ("Uppercase:tag".into(), ReferenceError::Uppercase),
             ("test.com/Uppercase".into(), ReferenceError::Uppercase),
             ("docker.io/Foo/bar".into(), ReferenceError::Uppercase),
@@ -404,7 +425,10 @@ mod tests {
             ("[::1/repo".into(), ReferenceError::InvalidFormat),
             ("[zz::1]:5000/repo".into(), ReferenceError::InvalidFormat),
             ("host:port/repo".into(), ReferenceError::InvalidFormat),
-            ("foo_bar.com:8080/a__b".into(), ReferenceError::InvalidFormat),
+            (
+                "foo_bar.com:8080/a__b".into(),
+                ReferenceError::InvalidFormat,
+            ),
             ("repo@sha256:abc".into(), ReferenceError::InvalidFormat),
             (
                 format!("repo@md5:{}", "a".repeat(32)),

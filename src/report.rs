@@ -65,7 +65,9 @@ impl Finding {
     /// `not found on registry docker.io` / `invalid image reference`
     fn reason(&self) -> String {
         match &self.reference {
-            Some(reference) => format!("{} on registry {}", self.failure.kind, reference.registry()),
+            Some(reference) => {
+                format!("{} on registry {}", self.failure.kind, reference.registry())
+            }
             None => self.failure.kind.to_string(),
         }
     }
@@ -73,7 +75,11 @@ impl Finding {
     /// What the user can do about it.
     fn hint(&self) -> String {
         let registry = self.reference.as_ref().map_or("", ImageReference::registry);
-        let name = self.reference.as_ref().map(ImageReference::name).unwrap_or_default();
+        let name = self
+            .reference
+            .as_ref()
+            .map(ImageReference::name)
+            .unwrap_or_default();
         match self.failure.kind {
             FailureKind::Absent => format!(
                 "check that the tag or digest was pushed to {name} and is spelled correctly"
@@ -116,7 +122,13 @@ impl Finding {
 
     /// The audit record of a failure that `allow` let through.
     fn audit_record(&self) -> String {
-        format!("{} image {:?}: {}: {}", self.container, self.container.image, self.reason(), self.failure.detail)
+        format!(
+            "{} image {:?}: {}: {}",
+            self.container,
+            self.container.image,
+            self.reason(),
+            self.failure.detail
+        )
     }
 }
 
@@ -161,7 +173,8 @@ impl Decision {
             message: self.message.clone(),
             code: self.code,
             mutated_object: None,
-            audit_annotations: (!self.audit_annotations.is_empty()).then(|| self.audit_annotations.clone()),
+            audit_annotations: (!self.audit_annotations.is_empty())
+                .then(|| self.audit_annotations.clone()),
             warnings: (!self.warnings.is_empty()).then(|| self.warnings.clone()),
         };
         serde_json::to_vec(&response).unwrap_or_else(|_| {
@@ -229,12 +242,19 @@ mod tests {
     fn rejection_names_everything() {
         let findings = [
             finding("ngnix:1.25", FailureKind::Absent, "manifest unknown"),
-            finding("docker.io/Team/x", FailureKind::InvalidReference, "repository name must be lowercase"),
+            finding(
+                "docker.io/Team/x",
+                FailureKind::InvalidReference,
+                "repository name must be lowercase",
+            ),
         ];
         let decision = decide(&resource(), &findings, &Actions::default());
         assert!(!decision.accepted);
         let message = decision.message.unwrap();
-        assert!(message.starts_with("Deployment team-a/web: 2 images will not pull:\n"), "{message}");
+        assert!(
+            message.starts_with("Deployment team-a/web: 2 images will not pull:\n"),
+            "{message}"
+        );
         assert!(message.contains(
             "- container \"app\" image \"ngnix:1.25\" (docker.io/library/ngnix:1.25): not found on registry docker.io: manifest unknown. Hint: check that the tag or digest was pushed to docker.io/library/ngnix"
         ), "{message}");
@@ -246,7 +266,11 @@ mod tests {
     #[test]
     fn warnings_say_why_they_were_allowed_within_256_bytes() {
         let long_detail = "x".repeat(1000);
-        let findings = [finding("ghcr.io/org/private:1", FailureKind::Unauthorized, &long_detail)];
+        let findings = [finding(
+            "ghcr.io/org/private:1",
+            FailureKind::Unauthorized,
+            &long_detail,
+        )];
         let decision = decide(&resource(), &findings, &Actions::default());
         assert!(decision.accepted);
         assert_eq!(decision.warnings.len(), 1);
@@ -263,7 +287,11 @@ mod tests {
             unreachable: Action::Allow,
             ..Actions::default()
         };
-        let findings = [finding("a.io/b:1", FailureKind::Unreachable, "connection refused")];
+        let findings = [finding(
+            "a.io/b:1",
+            FailureKind::Unreachable,
+            "connection refused",
+        )];
         let decision = decide(&resource(), &findings, &actions);
         assert!(decision.accepted && decision.warnings.is_empty());
         assert!(decision.audit_annotations[ALLOWED_ANNOTATION].contains("connection refused"));
@@ -274,7 +302,11 @@ mod tests {
         let image = format!("a.io/{}:1", "b".repeat(100_000));
         let decision = decide(
             &resource(),
-            &[finding(&image, FailureKind::InvalidReference, "repository name must not be more than 255 characters")],
+            &[finding(
+                &image,
+                FailureKind::InvalidReference,
+                "repository name must not be more than 255 characters",
+            )],
             &Actions::default(),
         );
         assert!(decision.message.unwrap().len() < 1_000);

@@ -106,7 +106,10 @@ impl Settings {
             .exempt_images
             .iter()
             .enumerate()
-            .map(|(i, pattern)| compile_pattern(pattern).map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p)))
+            .map(|(i, pattern)| {
+                compile_pattern(pattern)
+                    .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
+            })
             .collect::<Result<_, _>>()?;
         Ok(Settings {
             actions: raw.actions,
@@ -207,11 +210,17 @@ mod tests {
     fn defaults_reject_only_certain_failures() {
         let settings = Settings::from_value(&json!({})).unwrap();
         for kind in FailureKind::ALL {
-            let expected = if kind.is_certain() { Action::Reject } else { Action::Warn };
+            let expected = if kind.is_certain() {
+                Action::Reject
+            } else {
+                Action::Warn
+            };
             assert_eq!(settings.actions.for_kind(kind), expected, "{kind:?}");
         }
         assert_eq!(
-            Settings::from_value(&serde_json::Value::Null).unwrap().actions,
+            Settings::from_value(&serde_json::Value::Null)
+                .unwrap()
+                .actions,
             Actions::default()
         );
     }
@@ -224,7 +233,10 @@ mod tests {
         .unwrap();
         let actions = settings.actions;
         assert_eq!(actions.for_kind(FailureKind::Absent), Action::Warn);
-        assert_eq!(actions.for_kind(FailureKind::InvalidReference), Action::Allow);
+        assert_eq!(
+            actions.for_kind(FailureKind::InvalidReference),
+            Action::Allow
+        );
         assert_eq!(actions.for_kind(FailureKind::Unauthorized), Action::Reject);
         assert_eq!(actions.for_kind(FailureKind::Unreachable), Action::Reject);
         assert_eq!(actions.for_kind(FailureKind::HostRefused), Action::Allow);
@@ -232,9 +244,14 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_named() {
-        assert!(error(json!({"exemptNamespace": ["a"]})).contains("unknown field `exemptNamespace`"));
+        assert!(
+            error(json!({"exemptNamespace": ["a"]})).contains("unknown field `exemptNamespace`")
+        );
         let nested = error(json!({"actions": {"absnet": "warn"}}));
-        assert!(nested.contains("actions") && nested.contains("absnet"), "{nested}");
+        assert!(
+            nested.contains("actions") && nested.contains("absnet"),
+            "{nested}"
+        );
     }
 
     #[test]
@@ -271,7 +288,10 @@ mod tests {
             json!({"exemptImages": [null]}),
             json!({"exemptNamespaces": [{"name": "a"}]}),
         ] {
-            assert!(error(value.clone()).starts_with("invalid settings"), "{value}");
+            assert!(
+                error(value.clone()).starts_with("invalid settings"),
+                "{value}"
+            );
         }
     }
 
@@ -296,10 +316,13 @@ mod tests {
     #[test]
     fn validate_settings_payload_answers_the_host_protocol() {
         let ok: serde_json::Value =
-            serde_json::from_slice(&validate_settings_payload(br#"{"exemptImages":["a/*"]}"#)).unwrap();
+            serde_json::from_slice(&validate_settings_payload(br#"{"exemptImages":["a/*"]}"#))
+                .unwrap();
         assert_eq!(ok, json!({"valid": true}));
-        let bad: serde_json::Value =
-            serde_json::from_slice(&validate_settings_payload(br#"{"actions":{"absent":"no"}}"#)).unwrap();
+        let bad: serde_json::Value = serde_json::from_slice(&validate_settings_payload(
+            br#"{"actions":{"absent":"no"}}"#,
+        ))
+        .unwrap();
         assert_eq!(bad["valid"], json!(false));
         assert!(bad["message"].as_str().unwrap().contains("actions.absent"));
         let garbage: serde_json::Value =
@@ -310,7 +333,9 @@ mod tests {
 
     #[test]
     fn ten_thousand_patterns_compile() {
-        let patterns: Vec<String> = (0..10_000).map(|i| format!("registry{i}.internal/*")).collect();
+        let patterns: Vec<String> = (0..10_000)
+            .map(|i| format!("registry{i}.internal/*"))
+            .collect();
         let settings = Settings::from_value(&json!({"exemptImages": patterns})).unwrap();
         assert!(settings.is_image_exempt("registry9999.internal/a:1"));
         assert!(!settings.is_image_exempt("docker.io/library/nginx:1"));

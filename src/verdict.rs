@@ -270,7 +270,11 @@ mod tests {
 
     #[test]
     fn unknown_texts_are_unreachable_never_absent() {
-        for text in ["", "something odd happened", "received corrupt message of type InvalidContentType"] {
+        for text in [
+            "",
+            "something odd happened",
+            "received corrupt message of type InvalidContentType",
+        ] {
             assert_eq!(classify_host_error(text).kind, FailureKind::Unreachable);
         }
     }
@@ -286,7 +290,12 @@ mod tests {
         let down = "error sending request for url (http://127.0.0.1:5999/v2/test/app/manifests/v1)";
         let text = live(
             down,
-            &[down, "client error (Connect)", "tcp connect error", "Connection refused (os error 111)"],
+            &[
+                down,
+                "client error (Connect)",
+                "tcp connect error",
+                "Connection refused (os error 111)",
+            ],
         );
         assert_eq!(
             summarise(&text),
@@ -307,7 +316,13 @@ mod tests {
 
     #[test]
     fn certainty_matches_the_mission() {
-        let certain: Vec<_> = FailureKind::ALL.into_iter().filter(|k| k.is_certain()).collect();
-        assert_eq!(certain, [FailureKind::Absent, FailureKind::InvalidReference]);
+        let certain: Vec<_> = FailureKind::ALL
+            .into_iter()
+            .filter(|k| k.is_certain())
+            .collect();
+        assert_eq!(
+            certain,
+            [FailureKind::Absent, FailureKind::InvalidReference]
+        );
     }
 }

@@ -187,22 +187,29 @@ pub fn container_images(
             reason: e.to_string(),
         })?,
     };
-    let image = |list, name: String, image: Option<String>, pull_policy: Option<String>| {
-        ContainerImage {
+    let image =
+        |list, name: String, image: Option<String>, pull_policy: Option<String>| ContainerImage {
             list,
             name,
             image: image.unwrap_or_default(),
             pull_policy,
-        }
-    };
-    let init = spec.init_containers.into_iter().flatten().map(|c| {
-        image(ContainerList::Init, c.name, c.image, c.image_pull_policy)
-    });
-    let regular = spec.containers.into_iter().map(|c| {
-        image(ContainerList::Regular, c.name, c.image, c.image_pull_policy)
-    });
+        };
+    let init = spec
+        .init_containers
+        .into_iter()
+        .flatten()
+        .map(|c| image(ContainerList::Init, c.name, c.image, c.image_pull_policy));
+    let regular = spec
+        .containers
+        .into_iter()
+        .map(|c| image(ContainerList::Regular, c.name, c.image, c.image_pull_policy));
     let ephemeral = spec.ephemeral_containers.into_iter().flatten().map(|c| {
-        image(ContainerList::Ephemeral, c.name, c.image, c.image_pull_policy)
+        image(
+            ContainerList::Ephemeral,
+            c.name,
+            c.image,
+            c.image_pull_policy,
+        )
     });
     Ok(init.chain(regular).chain(ephemeral).collect())
 }
@@ -216,7 +223,11 @@ mod tests {
     fn every_kind_maps_from_its_group() {
         let cases = [
             ("", "Pod", WorkloadKind::Pod),
-            ("", "ReplicationController", WorkloadKind::ReplicationController),
+            (
+                "",
+                "ReplicationController",
+                WorkloadKind::ReplicationController,
+            ),
             ("apps", "Deployment", WorkloadKind::Deployment),
             ("apps", "ReplicaSet", WorkloadKind::ReplicaSet),
             ("apps", "StatefulSet", WorkloadKind::StatefulSet),
@@ -228,7 +239,10 @@ mod tests {
             assert_eq!(WorkloadKind::from_group_kind(group, kind), Some(expected));
             assert_eq!(expected.as_str(), kind);
         }
-        assert_eq!(WorkloadKind::from_group_kind("extensions", "Deployment"), None);
+        assert_eq!(
+            WorkloadKind::from_group_kind("extensions", "Deployment"),
+            None
+        );
         assert_eq!(WorkloadKind::from_group_kind("", "ConfigMap"), None);
     }
 
@@ -241,7 +255,14 @@ mod tests {
         let images = container_images(WorkloadKind::Pod, &pod).unwrap();
         let summary: Vec<_> = images
             .iter()
-            .map(|c| (c.list, c.name.as_str(), c.image.as_str(), c.pull_policy.as_deref()))
+            .map(|c| {
+                (
+                    c.list,
+                    c.name.as_str(),
+                    c.image.as_str(),
+                    c.pull_policy.as_deref(),
+                )
+            })
             .collect();
         assert_eq!(
             summary,
@@ -256,7 +277,10 @@ mod tests {
     #[test]
     fn missing_image_is_empty_not_an_error() {
         let pod = json!({"spec": {"containers": [{"name": "app"}]}});
-        assert_eq!(container_images(WorkloadKind::Pod, &pod).unwrap()[0].image, "");
+        assert_eq!(
+            container_images(WorkloadKind::Pod, &pod).unwrap()[0].image,
+            ""
+        );
     }
 
     #[test]
@@ -279,14 +303,26 @@ mod tests {
     fn pull_policy_defaults_like_the_api_server() {
         let parse = |s: &str| ImageReference::parse(s).unwrap();
         let digest = "sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
-        assert_eq!(PullPolicy::effective(None, &parse("nginx")), PullPolicy::Always);
-        assert_eq!(PullPolicy::effective(None, &parse("nginx:latest")), PullPolicy::Always);
-        assert_eq!(PullPolicy::effective(None, &parse("nginx:1.25")), PullPolicy::IfNotPresent);
+        assert_eq!(
+            PullPolicy::effective(None, &parse("nginx")),
+            PullPolicy::Always
+        );
+        assert_eq!(
+            PullPolicy::effective(None, &parse("nginx:latest")),
+            PullPolicy::Always
+        );
+        assert_eq!(
+            PullPolicy::effective(None, &parse("nginx:1.25")),
+            PullPolicy::IfNotPresent
+        );
         assert_eq!(
             PullPolicy::effective(None, &parse(&format!("nginx@{digest}"))),
             PullPolicy::IfNotPresent
         );
-        assert_eq!(PullPolicy::effective(Some("Never"), &parse("nginx")), PullPolicy::Never);
+        assert_eq!(
+            PullPolicy::effective(Some("Never"), &parse("nginx")),
+            PullPolicy::Never
+        );
         assert_eq!(
             PullPolicy::effective(Some("Always"), &parse("nginx:1")),
             PullPolicy::Always

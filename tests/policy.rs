@@ -1,0 +1,379 @@
+//! The whole decision path, natively, on real admission requests (`tests/fixtures/requests`)
+//! with the registry behind an in-memory host.
+
+use resolvable_images_policy::evaluate::validate_payload;
+use resolvable_images_policy::host::InMemoryHost;
+use serde_json::{json, Value};
+
+const APP: &str = "registry.example.com/team/app:1.4.2";
+const MIGRATE: &str = "registry.example.com/platform/migrate:2.1.0";
+const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+const DIGEST: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+const WORKLOAD_FIXTURES: [(&str, &str); 8] = [
+    ("pod-create.json", "Pod"),
+    ("deployment-create.json", "Deployment"),
+    ("replicaset-create.json", "ReplicaSet"),
+    ("statefulset-create.json", "StatefulSet"),
+    ("daemonset-create.json", "DaemonSet"),
+    ("job-create.json", "Job"),
+    ("cronjob-create.json", "CronJob"),
+    ("replicationcontroller-create.json", "ReplicationController"),
+];
+
+/// The `request` of a fixture AdmissionReview.
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/requests/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let review: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    review["request"].clone()
+}
+
+/// A host on which every image of the fixtures exists.
+fn all_present() -> InMemoryHost {
+    InMemoryHost::new()
+        .with_digest(APP, DIGEST)
+        .with_digest(MIGRATE, DIGEST)
+        .with_digest(BUSYBOX, DIGEST)
+}
+
+/// Runs `validate` on `request` with `settings` and returns the response JSON.
+fn run(request: &Value, settings: Value, host: &InMemoryHost) -> Value {
+    let payload = serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap();
+    serde_json::from_slice(&validate_payload(&payload, host)).expect("validate answers JSON")
+}
+
+fn message(response: &Value) -> &str {
+    response["message"].as_str().unwrap_or_default()
+}
+
+fn warnings(response: &Value) -> Vec<String> {
+    serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
+}
+
+/// Every pointer in `object` whose value is `from`, set to `to`.
+fn replace_image(value: &mut Value, from: &str, to: &str) {
+    match value {
+        Value::String(s) if s == from => *s = to.to_owned(),
+        Value::Array(items) => items.iter_mut().for_each(|v| replace_image(v, from, to)),
+        Value::Object(map) => map.values_mut().for_each(|v| replace_image(v, from, to)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_kind_with_pullable_images_is_accepted_after_checking_each_image_once() {
+    for (file, _) in WORKLOAD_FIXTURES {
+        let host = all_present();
+        let response = run(&fixture(file), json!({}), &host);
+        assert_eq!(response["accepted"], true, "{file}: {response}");
+        assert!(response["warnings"].is_null(), "{file}: {response}");
+        let mut calls = host.calls();
+        calls.sort();
+        assert_eq!(calls, [BUSYBOX, MIGRATE, APP], "{file}");
+    }
+}
+
+#[test]
+fn every_kind_with_a_missing_image_is_rejected_naming_it() {
+    for (file, kind) in WORKLOAD_FIXTURES {
+        let host = InMemoryHost::new()
+            .with_digest(MIGRATE, DIGEST)
+            .with_digest(BUSYBOX, DIGEST);
+        let response = run(&fixture(file), json!({}), &host);
+        assert_eq!(response["accepted"], false, "{file}");
+        let message = message(&response);
+        assert!(
+            message.starts_with(&format!("{kind} team-a/web: 1 image will not pull:")),
+            "{file}: {message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "container \"app\" image \"{APP}\": not found on registry registry.example.com: "
+            )),
+            "{file}: {message}"
+        );
+        assert!(message.contains("manifest unknown"), "{message}");
+        assert!(message.contains(
+            "Hint: check that the tag or digest was pushed to registry.example.com/team/app"
+        ));
+    }
+}
+
+#[test]
+fn init_containers_are_checked() {
+    let host = InMemoryHost::new()
+        .with_digest(APP, DIGEST)
+        .with_digest(BUSYBOX, DIGEST);
+    let response = run(&fixture("deployment-create.json"), json!({}), &host);
+    assert_eq!(response["accepted"], false);
+    assert!(message(&response).contains(&format!(
+        "init container \"init-schema\" image \"{MIGRATE}\""
+    )));
+}
+
+#[test]
+fn ephemeral_containers_are_checked_and_only_they_on_the_subresource_update() {
+    let host = InMemoryHost::new();
+    let response = run(&fixture("pod-ephemeral-update.json"), json!({}), &host);
+    assert_eq!(host.calls(), ["docker.io/library/alpine:3.20"]);
+    assert_eq!(response["accepted"], false);
+    assert!(message(&response).contains(
+        "ephemeral container \"debugger\" image \"docker.io/library/alpine:3.20\": not found on registry docker.io"
+    ));
+}
+
+#[test]
+fn short_names_are_looked_up_normalised_and_quoted_as_written() {
+    let host = InMemoryHost::new()
+        .with_digest(APP, DIGEST)
+        .with_digest(MIGRATE, DIGEST);
+    let response = run(&fixture("pod-create.json"), json!({}), &host);
+    assert!(host.calls().contains(&BUSYBOX.to_owned()));
+    assert!(message(&response).contains(&format!(
+        "container \"sidecar\" image \"busybox:1.36\" ({BUSYBOX}): not found on registry docker.io"
+    )));
+}
+
+#[test]
+fn update_checks_only_new_images() {
+    let host = InMemoryHost::new();
+    let scale = run(&fixture("deployment-update-scale.json"), json!({}), &host);
+    assert_eq!(scale["accepted"], true, "{scale}");
+    assert!(host.calls().is_empty(), "scaling must not look anything up");
+
+    let host = InMemoryHost::new();
+    let change = run(&fixture("deployment-update-image.json"), json!({}), &host);
+    assert_eq!(host.calls(), ["registry.example.com/team/app:1.5.0"]);
+    assert_eq!(change["accepted"], false);
+    assert!(message(&change).contains("registry.example.com/team/app:1.5.0"));
+}
+
+#[test]
+fn respelling_an_old_image_is_not_a_new_image() {
+    let mut request = fixture("deployment-update-scale.json");
+    replace_image(&mut request["object"], "busybox:1.36", BUSYBOX);
+    let host = InMemoryHost::new();
+    assert_eq!(run(&request, json!({}), &host)["accepted"], true);
+    assert!(host.calls().is_empty());
+}
+
+#[test]
+fn other_kinds_and_operations_are_accepted_untouched() {
+    for file in ["configmap-create.json", "deployment-delete.json"] {
+        let host = InMemoryHost::new();
+        let response = run(&fixture(file), json!({}), &host);
+        assert_eq!(response["accepted"], true, "{file}");
+        assert!(host.calls().is_empty(), "{file}");
+    }
+}
+
+#[test]
+fn pull_policy_never_is_not_looked_up() {
+    let mut request = fixture("pod-create.json");
+    for container in request["object"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+    {
+        container["imagePullPolicy"] = json!("Never");
+    }
+    let host = InMemoryHost::new().with_digest(MIGRATE, DIGEST);
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert_eq!(host.calls(), [MIGRATE]);
+}
+
+#[test]
+fn invalid_references_are_rejected_with_the_reason_even_under_never() {
+    let mut request = fixture("pod-create.json");
+    request["object"]["spec"]["containers"][0]["image"] = json!("registry.example.com/Team/App:1");
+    request["object"]["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+    request["object"]["spec"]["containers"][1]["image"] = json!("");
+    let host = all_present();
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], false);
+    let message = message(&response);
+    assert!(message.contains("2 images will not pull"), "{message}");
+    assert!(message.contains(
+        "container \"app\" image \"registry.example.com/Team/App:1\": invalid image reference: repository name must be lowercase"
+    ), "{message}");
+    assert!(message.contains(
+        "container \"sidecar\" image \"\": invalid image reference: repository name must have at least one component"
+    ), "{message}");
+    assert_eq!(
+        host.calls(),
+        [MIGRATE],
+        "invalid references are never sent to the host"
+    );
+}
+
+#[test]
+fn fifty_containers_with_five_images_make_five_host_calls() {
+    let mut request = fixture("pod-create.json");
+    let containers: Vec<Value> = (0..50)
+        .map(|i| {
+            json!({"name": format!("c{i}"), "image": format!("registry.example.com/app{}:1", i % 5),
+                   "imagePullPolicy": "IfNotPresent"})
+        })
+        .collect();
+    request["object"]["spec"]["containers"] = json!(containers);
+    request["object"]["spec"]["initContainers"] = json!([]);
+    let host = InMemoryHost::new();
+    let response = run(&request, json!({}), &host);
+    assert_eq!(host.calls().len(), 5);
+    assert!(message(&response).contains("50 images will not pull"));
+}
+
+#[test]
+fn uncertain_verdicts_warn_by_default_and_follow_their_actions() {
+    let cases = [
+        ("Not authorized: url https://registry.example.com/v2/team/app/manifests/1.4.2", "unauthorized", "not authorized"),
+        ("error sending request for url (https://registry.example.com/v2/)", "unreachable", "registry unreachable"),
+        ("Policy has not been granted access to the 'oci/v1/manifest_digest' host capability. The violation has been reported.", "hostRefused", "lookup refused by the policy host"),
+    ];
+    for (error, key, phrase) in cases {
+        let host = || {
+            InMemoryHost::new()
+                .with_error(
+                    APP,
+                    &format!(
+                        "error invoking host capability oci.manifest_digest: Host error: {error}"
+                    ),
+                )
+                .with_digest(MIGRATE, DIGEST)
+                .with_digest(BUSYBOX, DIGEST)
+        };
+        let warned = run(&fixture("deployment-create.json"), json!({}), &host());
+        assert_eq!(warned["accepted"], true, "{key}");
+        let warnings = warnings(&warned);
+        assert_eq!(warnings.len(), 1, "{key}");
+        assert!(warnings[0].contains(phrase), "{key}: {}", warnings[0]);
+        assert!(
+            warnings[0].contains(&format!("allowed because actions.{key} is warn")),
+            "{}",
+            warnings[0]
+        );
+
+        let rejected = run(
+            &fixture("deployment-create.json"),
+            json!({"actions": {key: "reject"}}),
+            &host(),
+        );
+        assert_eq!(rejected["accepted"], false, "{key}");
+        assert!(message(&rejected).contains(phrase), "{key}");
+
+        let allowed = run(
+            &fixture("deployment-create.json"),
+            json!({"actions": {key: "allow"}}),
+            &host(),
+        );
+        assert_eq!(allowed["accepted"], true);
+        assert!(allowed["warnings"].is_null());
+        assert!(
+            allowed["audit_annotations"]["resolvable-images/allowed-unverified"]
+                .as_str()
+                .unwrap()
+                .contains(phrase)
+        );
+    }
+}
+
+#[test]
+fn certain_verdicts_can_be_softened() {
+    let response = run(
+        &fixture("deployment-create.json"),
+        json!({"actions": {"absent": "warn"}}),
+        &InMemoryHost::new(),
+    );
+    assert_eq!(response["accepted"], true);
+    assert_eq!(warnings(&response).len(), 3);
+}
+
+#[test]
+fn exempt_namespaces_are_not_looked_at() {
+    let host = InMemoryHost::new();
+    let response = run(
+        &fixture("deployment-create.json"),
+        json!({"exemptNamespaces": ["team-a"]}),
+        &host,
+    );
+    assert_eq!(response["accepted"], true);
+    assert!(host.calls().is_empty());
+}
+
+#[test]
+fn exempt_images_match_globs_on_the_normalised_reference() {
+    let host = InMemoryHost::new().with_digest(MIGRATE, DIGEST);
+    let settings =
+        json!({"exemptImages": ["registry.example.com/team/*", "docker.io/library/busybox:*"]});
+    let response = run(&fixture("deployment-create.json"), settings, &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert_eq!(host.calls(), [MIGRATE]);
+}
+
+#[test]
+fn digests_are_looked_up_by_digest() {
+    let mut request = fixture("pod-create.json");
+    let pinned = format!("registry.example.com/team/app:1.4.2@{DIGEST}");
+    request["object"]["spec"]["containers"][0]["image"] = json!(pinned);
+    let host = InMemoryHost::new()
+        .with_digest(MIGRATE, DIGEST)
+        .with_digest(BUSYBOX, DIGEST);
+    let response = run(&request, json!({}), &host);
+    assert!(host
+        .calls()
+        .contains(&format!("registry.example.com/team/app@{DIGEST}")));
+    assert!(message(&response).contains(&format!("image \"{pinned}\": not found")));
+}
+
+#[test]
+fn malformed_requests_get_a_specific_400_never_a_panic() {
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"not json".to_vec(), "cannot read the admission request"),
+        (br#"{"settings":{}}"#.to_vec(), "missing field `request`"),
+        (br#"{"request":{"kind":"Pod"}}"#.to_vec(), "cannot read the admission request"),
+        (
+            serde_json::to_vec(&json!({"request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "namespace": "a", "name": "p", "object": {"spec": {"containers": [{"name": 1}]}}}})).unwrap(),
+            "Pod a/p: the pod spec at /spec is malformed",
+        ),
+        (
+            serde_json::to_vec(&json!({"request": {"kind": {"group": "apps", "kind": "Deployment"}, "operation": "CREATE", "namespace": "a", "name": "d", "object": {"spec": {}}}})).unwrap(),
+            "Deployment a/d: the object has no pod spec at /spec/template/spec",
+        ),
+        (
+            serde_json::to_vec(&json!({"settings": {"actions": {"absent": "maybe"}}, "request": {}})).unwrap(),
+            "actions.absent",
+        ),
+    ];
+    for (payload, expected) in cases {
+        let response: Value =
+            serde_json::from_slice(&validate_payload(&payload, &InMemoryHost::new())).unwrap();
+        assert_eq!(response["accepted"], false, "{expected}");
+        assert_eq!(response["code"], 400, "{expected}");
+        assert!(
+            message(&response).contains(expected),
+            "{expected}: {response}"
+        );
+    }
+}
+
+#[test]
+fn pods_with_a_thousand_containers_and_huge_images_decide() {
+    let mut request = fixture("pod-create.json");
+    let mut containers: Vec<Value> = (0..1000)
+        .map(|i| json!({"name": format!("c{i}"), "image": format!("r.example/a{i}:1")}))
+        .collect();
+    containers
+        .push(json!({"name": "huge", "image": format!("r.example/{}:1", "a".repeat(100_000))}));
+    containers.push(json!({"name": "nul", "image": "r.example/a\u{0}b:1"}));
+    containers.push(json!({"name": "nulls", "image": null, "imagePullPolicy": null}));
+    request["object"]["spec"]["containers"] = json!(containers);
+    let host = InMemoryHost::new();
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], false);
+    assert_eq!(host.calls().len(), 1001);
+    assert!(message(&response).contains("repository name must not be more than 255 characters"));
+}
