@@ -1,0 +1,94 @@
+# Build, test and package the policy. `make demo` and `make check` are the two commands a
+# newcomer needs (see README.md).
+
+SOURCE_FILES := $(shell find src -type f -name '*.rs') Cargo.toml Cargo.lock
+HOST_SOURCES := $(shell find e2e-tests/host/src -type f -name '*.rs' 2>/dev/null) e2e-tests/host/Cargo.toml
+WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
+HOST := e2e-tests/host/target/release/policy-host
+KWCTL := $(shell command -v kwctl 2>/dev/null)
+WASM_OPT := $(shell command -v wasm-opt 2>/dev/null)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+
+.PHONY: all
+all: annotated-policy.wasm
+
+# The raw policy module, optimised for size when binaryen's wasm-opt is installed.
+policy.wasm: $(SOURCE_FILES)
+	cargo build --target wasm32-wasip1 --release
+ifneq ($(WASM_OPT),)
+	$(WASM_OPT) -Os $(WASM_BUILD) -o policy.wasm
+else
+	cp $(WASM_BUILD) policy.wasm
+endif
+
+# The policy with its metadata embedded, as it is pushed to a registry. Uses kwctl where it is
+# installed, else the project's test host, which writes the same custom section.
+annotated-policy.wasm: policy.wasm policy-metadata.yml README.md $(if $(KWCTL),,$(HOST))
+ifneq ($(KWCTL),)
+	$(KWCTL) annotate -m policy-metadata.yml -u README.md -o annotated-policy.wasm policy.wasm
+else
+	$(HOST) annotate --metadata-path policy-metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
+endif
+
+# The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite.
+.PHONY: host
+host: $(HOST)
+$(HOST): $(HOST_SOURCES)
+	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
+
+.PHONY: fmt
+fmt:
+	cargo fmt --all
+	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml
+
+.PHONY: fmt-check
+fmt-check:
+	cargo fmt --all -- --check
+	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml -- --check
+
+.PHONY: lint
+lint:
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --target wasm32-wasip1 -- -D warnings
+	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
+
+# Native unit tests of the policy and of the test host.
+.PHONY: test
+test:
+	cargo test
+	cargo test --manifest-path e2e-tests/host/Cargo.toml
+
+# End-to-end: the annotated policy in the test host against real registries.
+.PHONY: e2e-tests
+e2e-tests: annotated-policy.wasm $(HOST)
+	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bats e2e-tests
+
+# Installs the wasm target and the Debian packages when missing (fast when present).
+.PHONY: setup
+setup:
+	bash .ci/setup
+
+# Everything CI runs: formatting, lints, unit tests, end-to-end tests.
+.PHONY: check
+check: setup
+	$(MAKE) fmt-check lint test e2e-tests
+
+# Builds the policy and the host, then evaluates sample Pods against a local registry.
+.PHONY: demo
+demo: setup
+	$(MAKE) annotated-policy.wasm host
+	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bash e2e-tests/demo.sh
+
+.PHONY: artifacthub
+artifacthub: annotated-policy.wasm
+ifneq ($(KWCTL),)
+	$(KWCTL) scaffold artifacthub --metadata-path policy-metadata.yml --version $(VERSION) > artifacthub-pkg.yml
+else
+	@echo "kwctl is not installed: artifacthub-pkg.yml is maintained by hand in its format" >&2
+endif
+
+.PHONY: clean
+clean:
+	cargo clean
+	cargo clean --manifest-path e2e-tests/host/Cargo.toml
+	rm -f policy.wasm annotated-policy.wasm
