@@ -1,0 +1,268 @@
+//! Dispatch of waPC host calls, following policy-evaluator's `host_callback`.
+//!
+//! The order of the checks matters because it decides which error a guest
+//! sees: binding first, then the host-capability allow-list (never for
+//! `tracing`), then the namespace/operation, then the payload, then the
+//! `contextAwareResources` gate, then the evaluation itself. Errors are plain
+//! `Err` values handed back to the guest, never traps.
+
+use std::sync::Mutex;
+
+use crate::allow_list::{HostCapabilitiesAllowList, KubernetesAccess};
+use crate::callback_requests::{
+    CallbackRequestType, GetResourceRequest, ListAllResourcesRequest,
+    ListResourcesByNamespaceRequest,
+};
+
+/// What wapc expects a host callback to return.
+pub type HostCallbackResult = Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Something that answers typed guest requests: the live registry/cluster,
+/// a recorder wrapped around it, or a replayed session.
+pub trait Backend: Send {
+    /// Answer one request with the payload handed to the guest.
+    fn evaluate(&mut self, request: &CallbackRequestType) -> anyhow::Result<Vec<u8>>;
+
+    /// Called once after the evaluation, e.g. to write a recorded session.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// The host side of the waPC protocol: gates plus a backend.
+pub struct HostCapabilities {
+    allow_list: HostCapabilitiesAllowList,
+    kubernetes_access: KubernetesAccess,
+    backend: Mutex<Box<dyn Backend>>,
+}
+
+fn unknown_operation(operation: &str) -> HostCallbackResult {
+    Err(format!("unknown operation: {operation}").into())
+}
+
+impl HostCapabilities {
+    /// Assemble the host from its gates and the backend answering requests.
+    pub fn new(
+        allow_list: HostCapabilitiesAllowList,
+        kubernetes_access: KubernetesAccess,
+        backend: Box<dyn Backend>,
+    ) -> Self {
+        Self {
+            allow_list,
+            kubernetes_access,
+            backend: Mutex::new(backend),
+        }
+    }
+
+    /// Entry point registered with wapc for every `host_call` of the guest.
+    pub fn host_callback(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> HostCallbackResult {
+        if binding != "kubewarden" {
+            return Err(format!("unknown binding: {binding}").into());
+        }
+
+        // "tracing" is never gated, everything else is.
+        if namespace != "tracing" {
+            let capability = format!("{namespace}/{operation}");
+            if !self.allow_list.allows(&capability) {
+                eprintln!(
+                    "policy-host: policy tried to use host capability '{capability}', allowed: '{}'",
+                    self.allow_list
+                );
+                return Err(format!(
+                    "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
+                )
+                .into());
+            }
+        }
+
+        let request: CallbackRequestType = match namespace {
+            "tracing" => {
+                return match operation {
+                    "log" => {
+                        log_guest_event(payload);
+                        Ok(Vec::new())
+                    }
+                    _ => unknown_operation(operation),
+                }
+            }
+            "oci" => {
+                let image = || serde_json::from_slice::<String>(payload);
+                match operation {
+                    "v1/manifest_digest" => {
+                        CallbackRequestType::OciManifestDigest { image: image()? }
+                    }
+                    "v1/oci_manifest" => CallbackRequestType::OciManifest { image: image()? },
+                    "v1/oci_manifest_config" => {
+                        CallbackRequestType::OciManifestAndConfig { image: image()? }
+                    }
+                    _ => return unknown_operation(operation),
+                }
+            }
+            "kubernetes" => match operation {
+                "get_resource" => serde_json::from_slice::<GetResourceRequest>(payload)?.into(),
+                "list_resources_by_namespace" => {
+                    serde_json::from_slice::<ListResourcesByNamespaceRequest>(payload)?.into()
+                }
+                "list_resources_all" => {
+                    serde_json::from_slice::<ListAllResourcesRequest>(payload)?.into()
+                }
+                _ => return unknown_operation(operation),
+            },
+            _ => return Err(format!("unknown namespace: {namespace}").into()),
+        };
+
+        if let Some((api_version, kind)) = request.kubernetes_resource() {
+            if !self.kubernetes_access.allows(api_version, kind) {
+                return Err(format!(
+                    "Policy has not been granted access to Kubernetes {api_version}/{kind} resources. The violation has been reported."
+                )
+                .into());
+            }
+        }
+
+        let mut backend = self
+            .backend
+            .lock()
+            .map_err(|_| "host capability backend poisoned by an earlier panic")?;
+        backend
+            .evaluate(&request)
+            .map_err(|e| format!("Callback evaluation failure: {e:?}").into())
+    }
+
+    /// Let the backend finish its work (write a recorded session, ...).
+    pub fn finish(&self) -> anyhow::Result<()> {
+        let mut backend = self
+            .backend
+            .lock()
+            .map_err(|_| anyhow::anyhow!("host capability backend poisoned by an earlier panic"))?;
+        backend.finish()
+    }
+}
+
+/// Print a guest log event (a JSON slog record from the SDK) on stderr, one
+/// line per event, so it never mixes with the AdmissionResponse on stdout.
+fn log_guest_event(payload: &[u8]) {
+    eprintln!("{}", String::from_utf8_lossy(payload).trim_end());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex as StdMutex};
+
+    /// Backend answering every request with a fixed payload and remembering it.
+    struct Fake(Arc<StdMutex<Vec<CallbackRequestType>>>);
+
+    impl Backend for Fake {
+        fn evaluate(&mut self, request: &CallbackRequestType) -> anyhow::Result<Vec<u8>> {
+            self.0.lock().expect("lock").push(request.clone());
+            match request {
+                CallbackRequestType::OciManifestDigest { image } if image == "bad" => {
+                    Err(anyhow::anyhow!("Fail to interact with OCI registry: boom"))
+                }
+                _ => Ok(b"{\"digest\":\"sha256:00\"}".to_vec()),
+            }
+        }
+    }
+
+    fn host(
+        allow: &str,
+        k8s: KubernetesAccess,
+    ) -> (HostCapabilities, Arc<StdMutex<Vec<CallbackRequestType>>>) {
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let h = HostCapabilities::new(
+            HostCapabilitiesAllowList::parse(allow),
+            k8s,
+            Box::new(Fake(seen.clone())),
+        );
+        (h, seen)
+    }
+
+    fn err(r: HostCallbackResult) -> String {
+        match r {
+            Ok(v) => panic!("expected an error, got {}", String::from_utf8_lossy(&v)),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn unknown_binding_namespace_operation() {
+        let (h, _) = host("*", KubernetesAccess::All);
+        assert_eq!(
+            err(h.host_callback("other", "oci", "v1/manifest_digest", b"\"x\"")),
+            "unknown binding: other"
+        );
+        assert_eq!(
+            err(h.host_callback("kubewarden", "nope", "op", b"")),
+            "unknown namespace: nope"
+        );
+        assert_eq!(
+            err(h.host_callback("kubewarden", "oci", "v9/nope", b"\"x\"")),
+            "unknown operation: v9/nope"
+        );
+        assert_eq!(
+            err(h.host_callback("kubewarden", "tracing", "nope", b"")),
+            "unknown operation: nope"
+        );
+        assert_eq!(
+            err(h.host_callback("kubewarden", "kubernetes", "nope", b"{}")),
+            "unknown operation: nope"
+        );
+    }
+
+    #[test]
+    fn allow_list_denial_text_and_tracing_never_gated() {
+        let (h, seen) = host("kubernetes/*", KubernetesAccess::All);
+        assert_eq!(
+            err(h.host_callback("kubewarden", "oci", "v1/manifest_digest", b"\"busybox\"")),
+            "Policy has not been granted access to the 'oci/v1/manifest_digest' host capability. The violation has been reported."
+        );
+        assert!(seen.lock().expect("lock").is_empty());
+        assert!(h
+            .host_callback("kubewarden", "tracing", "log", b"{\"message\":\"hi\"}")
+            .is_ok());
+    }
+
+    #[test]
+    fn oci_success_and_error_wrapping() {
+        let (h, seen) = host("*", KubernetesAccess::All);
+        let ok = h
+            .host_callback("kubewarden", "oci", "v1/manifest_digest", b"\"busybox\"")
+            .expect("ok");
+        assert_eq!(ok, b"{\"digest\":\"sha256:00\"}");
+        assert_eq!(
+            seen.lock().expect("lock")[0],
+            CallbackRequestType::OciManifestDigest {
+                image: "busybox".into()
+            }
+        );
+        assert_eq!(
+            err(h.host_callback("kubewarden", "oci", "v1/manifest_digest", b"\"bad\"")),
+            "Callback evaluation failure: Fail to interact with OCI registry: boom"
+        );
+    }
+
+    #[test]
+    fn context_aware_gate() {
+        let (h, _) = host("*", KubernetesAccess::Denied);
+        let payload = br#"{"api_version":"v1","kind":"Secret","name":"regcred","namespace":"team-a","disable_cache":false,"field_masks":null}"#;
+        assert_eq!(
+            err(h.host_callback("kubewarden", "kubernetes", "get_resource", payload)),
+            "Policy has not been granted access to Kubernetes v1/Secret resources. The violation has been reported."
+        );
+        let mut set = BTreeSet::new();
+        set.insert(("v1".to_owned(), "Secret".to_owned()));
+        let (h, seen) = host("*", KubernetesAccess::Resources(set));
+        assert!(h
+            .host_callback("kubewarden", "kubernetes", "get_resource", payload)
+            .is_ok());
+        assert_eq!(seen.lock().expect("lock").len(), 1);
+    }
+}

@@ -1,0 +1,128 @@
+//! Command line interface of `policy-host`.
+//!
+//! The flag names mirror `kwctl run` / `kwctl annotate` / `kwctl push` so that
+//! bats tests written against this host read like tests written against kwctl.
+//! They are a contract with the e2e suite: do not rename them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A Kubewarden-compatible test host for waPC policies.
+#[derive(Debug, Parser)]
+#[command(name = "policy-host", version, about)]
+pub struct Cli {
+    /// The operation to perform.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The sub-commands of `policy-host`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate an admission request with a policy, like `kwctl run`.
+    Run(Box<RunArgs>),
+    /// Embed policy metadata into a wasm custom section, like `kwctl annotate`.
+    Annotate(AnnotateArgs),
+    /// Push a policy to an OCI registry as a Kubewarden artifact, like `kwctl push`.
+    Push(PushArgs),
+}
+
+/// Options of `policy-host run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Path to a .wasm file, or registry://HOST[:PORT]/REPO[:TAG|@DIGEST].
+    pub policy: String,
+
+    /// AdmissionReview (its .request is used) or bare AdmissionRequest, JSON or YAML.
+    #[arg(long = "request-path", short = 'r')]
+    pub request_path: PathBuf,
+
+    /// Policy settings as a JSON document.
+    #[arg(long = "settings-json", conflicts_with = "settings_path")]
+    pub settings_json: Option<String>,
+
+    /// File holding the policy settings, JSON or YAML.
+    #[arg(long = "settings-path", short = 's')]
+    pub settings_path: Option<PathBuf>,
+
+    /// Allow the policy to read Kubernetes resources (`kubernetes/*` capabilities).
+    #[arg(long = "allow-context-aware")]
+    pub allow_context_aware: bool,
+
+    /// policy-metadata.yml; defaults to the `io.kubewarden.metadata` custom section.
+    #[arg(long = "metadata-path", short = 'm')]
+    pub metadata_path: Option<PathBuf>,
+
+    /// Comma-separated allow-list of host capabilities (`*`, `oci/*`, `oci/v1/*`, exact).
+    #[arg(long = "host-capabilities", default_value = "*")]
+    pub host_capabilities: String,
+
+    /// Directory holding a Docker `config.json` used for registry authentication.
+    #[arg(long = "docker-config-json-path")]
+    pub docker_config_json_path: Option<PathBuf>,
+
+    /// kwctl `sources.yaml`: insecure sources and custom certificate authorities.
+    #[arg(long = "sources-path")]
+    pub sources_path: Option<PathBuf>,
+
+    /// Directory of YAML/JSON manifests standing for the cluster's objects.
+    #[arg(long = "cluster-dir")]
+    pub cluster_dir: Option<PathBuf>,
+
+    /// Per-lookup timeout for registry operations, in seconds.
+    #[arg(long = "oci-timeout-secs", default_value_t = 10)]
+    pub oci_timeout_secs: u64,
+
+    /// Record every host capability exchange into this session file.
+    #[arg(
+        long = "record-host-capabilities-interactions",
+        conflicts_with = "replay_host_capabilities_interactions"
+    )]
+    pub record_host_capabilities_interactions: Option<PathBuf>,
+
+    /// Answer host capability calls from this recorded session file.
+    #[arg(long = "replay-host-capabilities-interactions")]
+    pub replay_host_capabilities_interactions: Option<PathBuf>,
+}
+
+/// Options of `policy-host annotate`.
+#[derive(Debug, Args)]
+pub struct AnnotateArgs {
+    /// policy-metadata.yml to embed.
+    #[arg(long = "metadata-path", short = 'm')]
+    pub metadata_path: PathBuf,
+
+    /// README whose contents become the `io.kubewarden.policy.usage` annotation.
+    #[arg(long = "usage-path", short = 'u')]
+    pub usage_path: Option<PathBuf>,
+
+    /// Where to write the annotated module.
+    #[arg(long = "output-path", short = 'o')]
+    pub output_path: PathBuf,
+
+    /// The module to annotate.
+    pub wasm_path: PathBuf,
+}
+
+/// Options of `policy-host push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The module to push.
+    pub wasm_path: PathBuf,
+
+    /// Destination, registry://HOST[:PORT]/REPO:TAG.
+    pub destination: String,
+
+    /// kwctl `sources.yaml`: insecure sources and custom certificate authorities.
+    #[arg(long = "sources-path")]
+    pub sources_path: Option<PathBuf>,
+
+    /// Directory holding a Docker `config.json` used for registry authentication.
+    #[arg(long = "docker-config-json-path")]
+    pub docker_config_json_path: Option<PathBuf>,
+
+    /// Per-request timeout for registry operations, in seconds.
+    #[arg(long = "oci-timeout-secs", default_value_t = 60)]
+    pub oci_timeout_secs: u64,
+}

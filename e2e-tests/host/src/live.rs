@@ -1,0 +1,101 @@
+//! The backend that really answers requests: registries for `oci/*`, the
+//! cluster directory for `kubernetes/*`.
+//!
+//! waPC host callbacks are synchronous while registry access is async, so
+//! each request is driven to completion on the tokio runtime (the guest is
+//! blocked on the host call meanwhile, exactly as upstream).
+
+use anyhow::{anyhow, Result};
+use tokio::runtime::Handle;
+
+use crate::callback_requests::CallbackRequestType;
+use crate::capabilities::Backend;
+use crate::cluster::{apply_field_masks, ClusterStore};
+use crate::oci::RegistryClient;
+
+/// Answers requests against real registries and the cluster directory.
+pub struct LiveBackend {
+    runtime: Handle,
+    registry: RegistryClient,
+    cluster: Option<ClusterStore>,
+}
+
+impl LiveBackend {
+    /// `cluster` is `None` when no `--cluster-dir` was given.
+    pub fn new(runtime: Handle, registry: RegistryClient, cluster: Option<ClusterStore>) -> Self {
+        Self {
+            runtime,
+            registry,
+            cluster,
+        }
+    }
+
+    fn cluster(&self) -> Result<&ClusterStore> {
+        // Same text policy-evaluator uses when it has no Kubernetes client.
+        self.cluster
+            .as_ref()
+            .ok_or_else(|| anyhow!("kube::Client was not initialized properly"))
+    }
+}
+
+impl Backend for LiveBackend {
+    fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
+        let value = match request {
+            CallbackRequestType::OciManifestDigest { image } => {
+                let digest = self
+                    .runtime
+                    .block_on(self.registry.manifest_digest(image))?;
+                serde_json::json!({ "digest": digest })
+            }
+            CallbackRequestType::OciManifest { image } => {
+                self.runtime.block_on(self.registry.manifest(image))?
+            }
+            CallbackRequestType::OciManifestAndConfig { image } => self
+                .runtime
+                .block_on(self.registry.manifest_and_config(image))?,
+            CallbackRequestType::KubernetesGetResource {
+                api_version,
+                kind,
+                name,
+                namespace,
+                field_masks,
+                ..
+            } => {
+                let obj = self
+                    .cluster()?
+                    .get(api_version, kind, name, namespace.as_deref())?;
+                apply_field_masks(&obj, field_masks.as_ref())
+            }
+            CallbackRequestType::KubernetesListResourceNamespace {
+                api_version,
+                kind,
+                namespace,
+                label_selector,
+                field_selector,
+                field_masks,
+            } => self.cluster()?.list(
+                api_version,
+                kind,
+                Some(namespace),
+                label_selector.as_deref(),
+                field_selector.as_deref(),
+                field_masks.as_ref(),
+            )?,
+            CallbackRequestType::KubernetesListResourceAll {
+                api_version,
+                kind,
+                label_selector,
+                field_selector,
+                field_masks,
+            } => self.cluster()?.list(
+                api_version,
+                kind,
+                None,
+                label_selector.as_deref(),
+                field_selector.as_deref(),
+                field_masks.as_ref(),
+            )?,
+        };
+        Ok(serde_json::to_vec(&value)?)
+    }
+}

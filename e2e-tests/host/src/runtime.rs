@@ -1,0 +1,93 @@
+//! The waPC guest: loading the module with wasmtime (WASI enabled, the guest
+//! is wasm32-wasip1) and calling its `validate_settings`, `validate` and
+//! `protocol_version` functions the way policy-evaluator's waPC runtime does.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use serde_json::{json, Value};
+use wapc::WapcHost;
+use wasmtime_provider::WasmtimeEngineProviderBuilder;
+
+use crate::capabilities::HostCapabilities;
+use crate::response::{AdmissionResponse, PolicyValidationResponse, SettingsValidationResponse};
+
+/// A loaded policy, wired to the host capabilities.
+pub struct PolicyRuntime {
+    host: WapcHost,
+}
+
+impl PolicyRuntime {
+    /// Compile and instantiate `module`; host calls go to `capabilities`.
+    pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
+        let engine = WasmtimeEngineProviderBuilder::new()
+            .module_bytes(module)
+            .wasi_params(wapc::WasiParams::default())
+            .build()
+            .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
+        let callback =
+            move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| {
+                capabilities.host_callback(binding, namespace, operation, payload)
+            };
+        let host = WapcHost::new(Box::new(engine), Some(Box::new(callback)))
+            .map_err(|e| anyhow!("cannot instantiate the waPC host: {e}"))?;
+        Ok(Self { host })
+    }
+
+    /// Call the guest's `validate_settings`. A failed call counts as invalid
+    /// settings, with upstream's message.
+    pub fn validate_settings(&self, settings: &Value) -> SettingsValidationResponse {
+        let payload = settings.to_string();
+        match self.host.call("validate_settings", payload.as_bytes()) {
+            Ok(res) => {
+                serde_json::from_slice(&res).unwrap_or_else(|e| SettingsValidationResponse {
+                    valid: false,
+                    message: Some(format!("error: {e:?}")),
+                })
+            }
+            Err(err) => SettingsValidationResponse {
+                valid: false,
+                message: Some(format!(
+                    "Error invoking settings validation callback: {err:?}"
+                )),
+            },
+        }
+    }
+
+    /// Call the guest's `validate` with `{"request":…,"settings":…}` and turn
+    /// the outcome into an AdmissionResponse; a guest error becomes a 500.
+    pub fn validate(&self, settings: &Value, request: &Value) -> AdmissionResponse {
+        let uid = request
+            .get("uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let req_obj = request.get("object");
+        let params = json!({ "request": request, "settings": settings });
+        match self.host.call("validate", params.to_string().as_bytes()) {
+            Ok(res) => serde_json::from_slice::<PolicyValidationResponse>(&res)
+                .map_err(|e| anyhow!("cannot deserialize policy validation response: {e}"))
+                .and_then(|r| {
+                    AdmissionResponse::from_policy_validation_response(uid.clone(), req_obj, &r)
+                })
+                .unwrap_or_else(|e| {
+                    AdmissionResponse::reject_internal_server_error(uid.clone(), e.to_string())
+                }),
+            Err(e) => AdmissionResponse::reject_internal_server_error(uid, e.to_string()),
+        }
+    }
+
+    /// Call the guest's `protocol_version` (a JSON string such as `"v1"`).
+    pub fn protocol_version(&self) -> Result<String> {
+        let res = self
+            .host
+            .call("protocol_version", &[])
+            .map_err(|e| anyhow!("cannot invoke protocol_version: {e}"))?;
+        serde_json::from_slice::<String>(&res).with_context(|| {
+            format!(
+                "invalid protocol_version answer: {}",
+                String::from_utf8_lossy(&res)
+            )
+        })
+    }
+}

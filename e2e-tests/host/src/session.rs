@@ -1,0 +1,296 @@
+//! Record and replay of host-capability exchanges in kwctl's session format.
+//!
+//! A session is a YAML list of `{type: Exchange, request, response}`; the
+//! request is itself a YAML document (a string) whose tag names the request
+//! kind, e.g. `!OciManifestDigest\nimage: busybox\n`. Errors are recorded as
+//! their top-level message only (anyhow's `Display`), so a replayed error has
+//! no "Caused by:" part, just like with kwctl.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::callback_requests::CallbackRequestType;
+use crate::capabilities::Backend;
+
+/// The answer given to one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Response {
+    /// The payload handed to the guest (UTF-8 JSON).
+    Success {
+        /// JSON text.
+        payload: String,
+    },
+    /// The error handed to the guest (first line only).
+    Error {
+        /// Error message.
+        message: String,
+    },
+}
+
+/// One request/response pair of a session file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub struct Exchange {
+    /// `serde_yaml` rendering of a [`CallbackRequestType`].
+    pub request: String,
+    /// What the host answered.
+    pub response: Response,
+}
+
+/// Render a session the way kwctl writes it.
+pub fn to_yaml(exchanges: &[Exchange]) -> Result<String> {
+    Ok(serde_yaml::to_string(exchanges)?)
+}
+
+/// Parse a session file's text.
+pub fn from_yaml(text: &str) -> Result<Vec<Exchange>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(serde_yaml::from_str(text)?)
+}
+
+/// Wraps another backend and records every exchange, written on `finish`.
+pub struct Recorder {
+    inner: Box<dyn Backend>,
+    destination: PathBuf,
+    exchanges: Vec<Exchange>,
+}
+
+impl Recorder {
+    /// Record what `inner` answers into `destination`.
+    pub fn new(inner: Box<dyn Backend>, destination: PathBuf) -> Self {
+        Self {
+            inner,
+            destination,
+            exchanges: Vec::new(),
+        }
+    }
+}
+
+impl Backend for Recorder {
+    fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
+        let result = self.inner.evaluate(request);
+        let response = match &result {
+            Ok(payload) => Response::Success {
+                payload: String::from_utf8(payload.clone())
+                    .context("cannot convert response payload to utf8")?,
+            },
+            Err(e) => Response::Error {
+                message: e.to_string(),
+            },
+        };
+        self.exchanges.push(Exchange {
+            request: serde_yaml::to_string(request)?,
+            response,
+        });
+        result
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        std::fs::write(&self.destination, to_yaml(&self.exchanges)?).with_context(|| {
+            format!(
+                "Cannot save context aware session to file {}",
+                self.destination.display()
+            )
+        })
+    }
+}
+
+/// Answers requests from a recorded session, in order.
+pub struct Replayer {
+    exchanges: Vec<(CallbackRequestType, Response)>,
+    cursor: usize,
+}
+
+impl Replayer {
+    /// Load and parse a session file up front so a broken fixture fails fast.
+    pub fn from_path(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "Cannot open host capabilities interactions file {}",
+                path.display()
+            )
+        })?;
+        Self::from_exchanges(
+            from_yaml(&text)
+                .with_context(|| format!("cannot deserialize contents of {}", path.display()))?,
+        )
+    }
+
+    /// Build from already parsed exchanges.
+    pub fn from_exchanges(exchanges: Vec<Exchange>) -> Result<Self> {
+        let exchanges = exchanges
+            .into_iter()
+            .map(|e| {
+                let request: CallbackRequestType =
+                    serde_yaml::from_str(&e.request).with_context(|| {
+                        format!(
+                            "Cannot deserialize recorded request into `CallbackRequestType`: {}",
+                            e.request
+                        )
+                    })?;
+                Ok((request, e.response))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            exchanges,
+            cursor: 0,
+        })
+    }
+}
+
+impl Backend for Replayer {
+    fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
+        let index = self.cursor;
+        self.cursor += 1;
+        match self.exchanges.get(index) {
+            None => Err(anyhow!(
+                "the list of recorded responses is empty or has been exhausted"
+            )),
+            Some((expected, response)) => {
+                if expected != request {
+                    return Err(anyhow!(
+                        "Replay error: unexpected request. Was expecting {:?}, got {:?} instead",
+                        expected,
+                        request
+                    ));
+                }
+                match response {
+                    Response::Success { payload } => Ok(payload.clone().into_bytes()),
+                    Response::Error { message } => Err(anyhow!("{message}")),
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.cursor < self.exchanges.len() {
+            eprintln!(
+                "policy-host: some of the recorded exchanges have not been replayed (replayed {}, total {})",
+                self.cursor,
+                self.exchanges.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest_req(image: &str) -> CallbackRequestType {
+        CallbackRequestType::OciManifestDigest {
+            image: image.to_owned(),
+        }
+    }
+
+    const KWCTL_SESSION: &str = r#"- type: Exchange
+  request: |
+    !OciManifestDigest
+    image: ghcr.io/kubewarden/policy-server:v1.36.0
+  response:
+    type: Success
+    payload: '{"digest":"sha256:0b7d"}'
+- type: Exchange
+  request: |
+    !KubernetesGetResource
+    api_version: v1
+    kind: Secret
+    name: regcred
+    namespace: team-a
+    disable_cache: false
+  response:
+    type: Error
+    message: Cannot find v1/Secret named 'regcred' inside of namespace 'Some("team-a")'
+"#;
+
+    #[test]
+    fn reads_kwctl_session_and_round_trips() {
+        let exchanges = from_yaml(KWCTL_SESSION).expect("parse");
+        assert_eq!(exchanges.len(), 2);
+        let text = to_yaml(&exchanges).expect("render");
+        assert_eq!(from_yaml(&text).expect("reparse"), exchanges);
+        assert!(text.contains("type: Exchange"));
+        assert!(text.contains("!OciManifestDigest"));
+
+        let mut r = Replayer::from_exchanges(exchanges).expect("replayer");
+        let ok = r
+            .evaluate(&digest_req("ghcr.io/kubewarden/policy-server:v1.36.0"))
+            .expect("success");
+        assert_eq!(ok, br#"{"digest":"sha256:0b7d"}"#);
+        let get = CallbackRequestType::KubernetesGetResource {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: "regcred".into(),
+            namespace: Some("team-a".into()),
+            disable_cache: false,
+            field_masks: None,
+        };
+        let e = r.evaluate(&get).expect_err("recorded error");
+        assert_eq!(
+            e.to_string(),
+            "Cannot find v1/Secret named 'regcred' inside of namespace 'Some(\"team-a\")'"
+        );
+        let e = r.evaluate(&get).expect_err("exhausted");
+        assert_eq!(
+            e.to_string(),
+            "the list of recorded responses is empty or has been exhausted"
+        );
+    }
+
+    #[test]
+    fn request_rendering_matches_kwctl() {
+        let text = serde_yaml::to_string(&digest_req("busybox")).expect("yaml");
+        assert_eq!(text, "!OciManifestDigest\nimage: busybox\n");
+    }
+
+    #[test]
+    fn replay_mismatch_names_expected_and_got() {
+        let exchanges = from_yaml(KWCTL_SESSION).expect("parse");
+        let mut r = Replayer::from_exchanges(exchanges).expect("replayer");
+        let e = r.evaluate(&digest_req("busybox")).expect_err("mismatch");
+        assert_eq!(
+            e.to_string(),
+            "Replay error: unexpected request. Was expecting OciManifestDigest { image: \"ghcr.io/kubewarden/policy-server:v1.36.0\" }, got OciManifestDigest { image: \"busybox\" } instead"
+        );
+    }
+
+    struct Canned;
+    impl Backend for Canned {
+        fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
+            match request {
+                CallbackRequestType::OciManifestDigest { image } if image == "ok" => {
+                    Ok(br#"{"digest":"sha256:aa"}"#.to_vec())
+                }
+                _ => Err(anyhow!("inner cause").context("Fail to interact with OCI registry: x")),
+            }
+        }
+    }
+
+    #[test]
+    fn recorder_writes_first_line_of_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("session.yml");
+        let mut rec = Recorder::new(Box::new(Canned), path.clone());
+        assert!(rec.evaluate(&digest_req("ok")).is_ok());
+        assert!(rec.evaluate(&digest_req("ko")).is_err());
+        rec.finish().expect("write");
+        let exchanges = from_yaml(&std::fs::read_to_string(&path).expect("read")).expect("parse");
+        assert_eq!(
+            exchanges[1].response,
+            Response::Error {
+                message: "Fail to interact with OCI registry: x".into()
+            }
+        );
+        let mut replay = Replayer::from_exchanges(exchanges).expect("replayer");
+        assert_eq!(
+            replay.evaluate(&digest_req("ok")).expect("ok"),
+            br#"{"digest":"sha256:aa"}"#
+        );
+    }
+}
