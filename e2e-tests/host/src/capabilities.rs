@@ -132,7 +132,7 @@ impl HostCapabilities {
             .map_err(|_| "host capability backend poisoned by an earlier panic")?;
         backend
             .evaluate(&request)
-            .map_err(|e| format!("Callback evaluation failure: {e:?}").into())
+            .map_err(|e| format!("Callback evaluation failure: {}", error_chain(&e)).into())
     }
 
     /// Let the backend finish its work (write a recorded session, ...).
@@ -143,6 +143,37 @@ impl HostCapabilities {
             .map_err(|_| anyhow::anyhow!("host capability backend poisoned by an earlier panic"))?;
         backend.finish()
     }
+}
+
+/// Render an error and its causes exactly like anyhow's `{:?}` (what
+/// policy-evaluator uses), but never with a backtrace: an inherited
+/// `RUST_BACKTRACE=1` must not change the texts guests match on.
+pub fn error_chain(error: &anyhow::Error) -> String {
+    let mut out = error.to_string();
+    let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
+    if causes.is_empty() {
+        return out;
+    }
+    out.push_str("\n\nCaused by:");
+    let numbered = causes.len() > 1;
+    for (i, cause) in causes.iter().enumerate() {
+        let prefix = if numbered {
+            format!("{i: >5}: ")
+        } else {
+            "    ".to_owned()
+        };
+        let continuation = " ".repeat(prefix.len());
+        for (j, line) in cause.lines().enumerate() {
+            out.push('\n');
+            if j == 0 {
+                out.push_str(&prefix);
+            } else if !line.is_empty() {
+                out.push_str(&continuation);
+            }
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// Print a guest log event (a JSON slog record from the SDK) on stderr, one
@@ -247,6 +278,15 @@ mod tests {
             err(h.host_callback("kubewarden", "oci", "v1/manifest_digest", b"\"bad\"")),
             "Callback evaluation failure: Fail to interact with OCI registry: boom"
         );
+    }
+
+    #[test]
+    fn error_chain_matches_anyhow_debug_without_backtrace() {
+        let single = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_chain(&single), "outer\n\nCaused by:\n    inner");
+        let multi = anyhow::anyhow!("c").context("b").context("a");
+        assert_eq!(error_chain(&multi), "a\n\nCaused by:\n    0: b\n    1: c");
+        assert_eq!(error_chain(&anyhow::anyhow!("alone")), "alone");
     }
 
     #[test]

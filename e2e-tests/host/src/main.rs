@@ -73,9 +73,6 @@ fn annotate_cmd(args: &AnnotateArgs) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    // Guests match on error texts: an anyhow backtrace (enabled by an inherited
-    // RUST_BACKTRACE=1) must never leak into them. Set before any thread starts.
-    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     let cli = Cli::parse();
     let result = tokio_runtime().and_then(|rt| match &cli.command {
         Command::Run(args) => run::run(args, &rt).map(|outcome| match outcome {
@@ -94,7 +91,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            eprintln!("Error: {}", capabilities::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -33,28 +33,28 @@ use sources::{Certificate, Sources};
 pub enum RegistryError {
     /// Anything oci-client reports (HTTP status, OCI error envelope, transport).
     #[error("Fail to interact with OCI registry: {0}")]
-    OCIRegistryError(#[from] OciDistributionError),
+    Oci(#[from] OciDistributionError),
     /// The lookup did not finish within `--oci-timeout-secs`.
     #[error("Fail to interact with OCI registry: {0}")]
     Timeout(#[source] RequestTimeout),
     /// The image reference does not parse.
     #[error("Invalid OCI image reference: {0}")]
-    InvalidOCIImageReferenceError(#[from] oci_client::ParseError),
+    InvalidReference(#[from] oci_client::ParseError),
     /// The registry answered a push with an unusable manifest URL.
     #[error("{0}")]
-    BuildImmutableReferenceError(String),
+    BuildImmutableReference(String),
     /// A push destination without the `registry://` scheme.
     #[error("Invalid destination format")]
-    InvalidDestinationError,
+    InvalidDestination,
     /// A registry answer that is not the JSON expected.
     #[error(transparent)]
-    JSONParseError(#[from] serde_json::Error),
+    Json(#[from] serde_json::Error),
     /// A pulled policy artifact without layers.
     #[error("could not pull policy {0}: empty layers")]
-    EmptyLayersError(String),
+    EmptyLayers(String),
     /// A pulled policy artifact whose layer is not a wasm module.
     #[error("invalid wasm file")]
-    InvalidWasmError,
+    InvalidWasm,
 }
 
 /// Reported when `--oci-timeout-secs` elapses, shaped like reqwest's own
@@ -303,13 +303,13 @@ impl RegistryClient {
                             .into_iter()
                             .next()
                             .map(|l| l.data.to_vec())
-                            .ok_or_else(|| RegistryError::EmptyLayersError(url.to_owned()))
+                            .ok_or_else(|| RegistryError::EmptyLayers(url.to_owned()))
                     }
                 },
             )
             .await?;
         if !data.starts_with(b"\0asm") {
-            return Err(RegistryError::InvalidWasmError);
+            return Err(RegistryError::InvalidWasm);
         }
         Ok(data)
     }
@@ -327,7 +327,7 @@ impl RegistryClient {
     ) -> Result<(String, String), RegistryError> {
         let image = destination
             .strip_prefix("registry://")
-            .ok_or(RegistryError::InvalidDestinationError)?;
+            .ok_or(RegistryError::InvalidDestination)?;
         let reference = Reference::from_str(image)?;
         let auth = self.docker_config.auth(reference.registry());
         let layers = vec![ImageLayer::new(
@@ -365,7 +365,7 @@ impl RegistryClient {
             .map(|(_, d)| d.to_owned())
             .filter(|d| d.starts_with("sha256:") || d.starts_with("sha512:"))
             .ok_or_else(|| {
-                RegistryError::BuildImmutableReferenceError(format!(
+                RegistryError::BuildImmutableReference(format!(
                     "Cannot extract manifest digest from the OCI registry response: {manifest_url}"
                 ))
             })?;
@@ -403,7 +403,7 @@ mod tests {
             url: "http://127.0.0.1:1/v2/a/manifests/b".into(),
         }));
         assert_eq!(
-            format!("{e:?}"),
+            crate::capabilities::error_chain(&e),
             "Fail to interact with OCI registry: error sending request for url (http://127.0.0.1:1/v2/a/manifests/b)\n\nCaused by:\n    0: error sending request for url (http://127.0.0.1:1/v2/a/manifests/b)\n    1: operation timed out"
         );
     }
