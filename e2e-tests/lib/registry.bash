@@ -9,10 +9,24 @@
 REG_AUTH_USER="${REG_AUTH_USER:-e2e-user}"
 REG_AUTH_PASSWORD="${REG_AUTH_PASSWORD:-e2e-Passw0rd}"
 
-# free_port: asks the kernel for an unused loopback port. The port is free when printed; the
-# registry start retries if another process takes it in between.
+# free_port: an unused loopback port. With python3 the kernel picks it (bind to port 0);
+# without, random ports are probed until one refuses connections. Either way the port may be
+# taken before the registry binds it, which registry_start handles by retrying.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local port attempt
+  for attempt in {1..50}; do
+    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      printf '%s\n' "$port"
+      return
+    fi
+  done
+  echo "free_port: no free port found" >&2
+  return 1
 }
 
 # registry_answers HOST:PORT SCHEME [CA]: true once /v2/ answers 200 (anonymous) or 401
