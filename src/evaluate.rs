@@ -1,15 +1,18 @@
-//! The decision for one admission request: which images to check, one lookup per distinct
-//! reference, and the findings handed to [`crate::report`]. Pure apart from the [`Host`].
+//! The decision for one admission request: which images to check, whose credentials apply,
+//! one lookup per distinct reference, and the findings handed to [`crate::report`]. Pure apart
+//! from the [`Host`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use crate::admission::{AdmissionRequest, Operation, ValidationPayload};
 use crate::host::Host;
+use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
-use crate::report::{decide, Decision, Finding, Resource};
+use crate::registry::look_up;
+use crate::report::{decide, Decision, Finding, Resource, Subject};
 use crate::settings::Settings;
-use crate::verdict::{classify_host_error, Failure, FailureKind, Verdict};
-use crate::workload::{container_images, ContainerImage, PullPolicy, WorkloadKind};
+use crate::verdict::{Failure, FailureKind, Verdict};
+use crate::workload::{read_pod_spec, ContainerImage, PullPolicy, WorkloadKind};
 
 /// Answers waPC `validate`: never an error, so a malformed request or a failing host becomes
 /// an explained decision instead of an HTTP 500 for the user's deploy.
@@ -41,27 +44,125 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         namespace: request.namespace.clone(),
         name: request.display_name(),
     };
-    let containers = match container_images(kind, &request.object) {
-        Ok(containers) => containers,
+    let spec = match read_pod_spec(kind, &request.object) {
+        Ok(spec) => spec,
         Err(e) => return Decision::malformed(format!("{resource}: {e}")),
     };
     let already_running = match request.operation {
         Operation::Update => previous_images(kind, &request.old_object),
         _ => HashSet::new(),
     };
-
-    let checks: Vec<Check> = containers
-        .into_iter()
+    let checks: Vec<Check> = spec
+        .containers
+        .iter()
+        .cloned()
         .map(Check::new)
         .filter(|check| !already_running.contains(&check.identity()))
         .filter(|check| check.needs_registry(settings))
         .collect();
-    let verdicts = look_up(&checks, host);
-    let findings: Vec<Finding> = checks
+    if checks.is_empty() {
+        return Decision::accept();
+    }
+
+    let mut notes = Vec::new();
+    let secrets = settings
+        .pull_secrets
+        .consult
+        .then(|| pull_secrets::resolve(kind, &spec, &request.namespace, host));
+    if let Some(reason) = secrets.as_ref().and_then(|s| s.unavailable.as_deref()) {
+        notes.push(format!(
+            "pull secrets were not consulted ({reason}); images were checked with the policy server's credentials"
+        ));
+    }
+    let consulted = secrets.as_ref().filter(|s| s.consulted());
+    let keyring = consulted
+        .filter(|_| settings.pull_secrets.credentialed_lookups)
+        .map(|s| &s.keyring);
+    let lookups = look_up(
+        checks.iter().filter_map(|c| c.reference.as_ref().ok()),
+        keyring,
+        host,
+    );
+    if let Some(reason) = &lookups.fallback {
+        notes.push(format!(
+            "credentialed lookups (oci/v1/resolve_images) are not available here ({reason}); images were checked with the policy server's credentials"
+        ));
+    }
+    let with_pod_credentials = keyring.is_some() && lookups.fallback.is_none();
+
+    let mut findings: Vec<Finding> = consulted
         .into_iter()
-        .filter_map(|check| check.into_finding(&verdicts))
+        .flat_map(|s| s.findings.iter())
+        .map(|finding| Finding {
+            subject: Subject::PullSecret {
+                description: finding.description.clone(),
+            },
+            failure: finding.failure.clone(),
+        })
         .collect();
-    decide(&resource, &findings, &settings.actions)
+    for check in checks {
+        let failure = match &check.reference {
+            Err(failure) => failure.clone(),
+            Ok(reference) => match lookups.verdicts.get(&reference.lookup_reference()) {
+                Some(Verdict::Failed(failure)) => explain_refusal(
+                    failure,
+                    reference,
+                    consulted,
+                    &request.namespace,
+                    with_pod_credentials,
+                ),
+                Some(Verdict::Resolved { .. }) | None => continue,
+            },
+        };
+        findings.push(Finding::image(
+            check.container,
+            check.reference.ok(),
+            failure,
+        ));
+    }
+    decide(&resource, &findings, &notes, &settings.actions)
+}
+
+/// A refused lookup means more once the pod's secrets are known: no secret covering the
+/// registry is its own finding; a covering secret the lookup could not use is said so.
+fn explain_refusal(
+    failure: &Failure,
+    reference: &ImageReference,
+    secrets: Option<&PullSecrets>,
+    namespace: &str,
+    with_pod_credentials: bool,
+) -> Failure {
+    let Some(secrets) = secrets.filter(|_| failure.kind == FailureKind::Unauthorized) else {
+        return failure.clone();
+    };
+    if secrets.keyring.lookup(&reference.name()).is_empty() {
+        Failure::new(
+            FailureKind::UncoveredRegistry,
+            format!(
+                "no pull secret in namespace {namespace} covers {}; {}",
+                reference.registry(),
+                failure.detail
+            ),
+        )
+    } else if with_pod_credentials {
+        Failure::new(
+            FailureKind::Unauthorized,
+            format!(
+                "the pod's pull secrets for {} were refused: {}",
+                reference.registry(),
+                failure.detail
+            ),
+        )
+    } else {
+        Failure::new(
+            FailureKind::Unauthorized,
+            format!(
+                "{}; the pod's pull secrets cover {} but this check used the policy server's credentials",
+                failure.detail,
+                reference.registry()
+            ),
+        )
+    }
 }
 
 /// One container's image on its way to a verdict.
@@ -101,40 +202,12 @@ impl Check {
             }
         }
     }
-
-    fn into_finding(self, verdicts: &BTreeMap<String, Verdict>) -> Option<Finding> {
-        let failure = match &self.reference {
-            Err(failure) => failure.clone(),
-            Ok(reference) => match verdicts.get(&reference.lookup_reference()) {
-                Some(Verdict::Failed(failure)) => failure.clone(),
-                Some(Verdict::Resolved { .. }) | None => return None,
-            },
-        };
-        Some(Finding {
-            container: self.container,
-            reference: self.reference.ok(),
-            failure,
-        })
-    }
-}
-
-/// One host call per distinct lookup reference, however many containers share it.
-fn look_up(checks: &[Check], host: &impl Host) -> BTreeMap<String, Verdict> {
-    let mut verdicts = BTreeMap::new();
-    for reference in checks.iter().filter_map(|c| c.reference.as_ref().ok()) {
-        verdicts
-            .entry(reference.lookup_reference())
-            .or_insert_with_key(|key| match host.manifest_digest(key) {
-                Ok(digest) => Verdict::Resolved { digest },
-                Err(text) => Verdict::Failed(classify_host_error(&text)),
-            });
-    }
-    verdicts
 }
 
 /// The images of the object before an UPDATE; unreadable old objects count as having none.
 fn previous_images(kind: WorkloadKind, old_object: &serde_json::Value) -> HashSet<String> {
-    container_images(kind, old_object)
+    read_pod_spec(kind, old_object)
+        .map(|spec| spec.containers)
         .unwrap_or_default()
         .into_iter()
         .map(|container| Check::new(container).identity())

@@ -5,9 +5,12 @@
 //! [`host::WapcHost`] touches the waPC boundary, and only the `wasm32` entry points below use it.
 
 pub mod admission;
+pub mod credentials;
 pub mod evaluate;
 pub mod host;
+pub mod pull_secrets;
 pub mod reference;
+pub mod registry;
 pub mod report;
 pub mod settings;
 pub mod verdict;

@@ -39,32 +39,78 @@ impl fmt::Display for Resource {
     }
 }
 
-/// One image that did not resolve, with everything a message needs.
+/// What a finding is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A container's image.
+    Image {
+        /// The container and its image as written.
+        container: ContainerImage,
+        /// The parsed reference, absent when the image did not parse.
+        reference: Option<ImageReference>,
+    },
+    /// A pull secret, or the ServiceAccount that should list them.
+    PullSecret {
+        /// How to name it, e.g. `pull secret "team-a/regcred" (from ServiceAccount "default")`.
+        description: String,
+    },
+}
+
+/// One problem found in a request, with everything a message needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// The container and its image as written.
-    pub container: ContainerImage,
-    /// The parsed reference, absent when the image did not parse.
-    pub reference: Option<ImageReference>,
+    /// What the finding is about.
+    pub subject: Subject,
     /// What went wrong.
     pub failure: Failure,
 }
 
 impl Finding {
+    /// A finding about a container's image.
+    pub fn image(
+        container: ContainerImage,
+        reference: Option<ImageReference>,
+        failure: Failure,
+    ) -> Self {
+        Finding {
+            subject: Subject::Image {
+                container,
+                reference,
+            },
+            failure,
+        }
+    }
+
+    /// The registry the finding is about, if any.
+    fn reference(&self) -> Option<&ImageReference> {
+        match &self.subject {
+            Subject::Image { reference, .. } => reference.as_ref(),
+            Subject::PullSecret { .. } => None,
+        }
+    }
+
     /// `container "app" image "ngnix:1" (docker.io/library/ngnix:1)`
-    fn subject(&self) -> String {
-        let image = truncate(&self.container.image, IMAGE_QUOTE_MAX);
-        match &self.reference {
-            Some(reference) if reference.to_string() != self.container.image => {
-                format!("{} image {image:?} ({reference})", self.container)
+    fn subject(&self, image_quote_max: usize) -> String {
+        match &self.subject {
+            Subject::Image {
+                container,
+                reference,
+            } => {
+                let image = truncate(&container.image, image_quote_max);
+                match reference {
+                    Some(reference) if reference.to_string() != container.image => {
+                        format!("{container} image {image:?} ({reference})")
+                    }
+                    _ => format!("{container} image {image:?}"),
+                }
             }
-            _ => format!("{} image {image:?}", self.container),
+            Subject::PullSecret { description } => description.clone(),
         }
     }
 
     /// `not found on registry docker.io` / `invalid image reference`
     fn reason(&self) -> String {
-        match &self.reference {
+        match self.reference() {
             Some(reference) => {
                 format!("{} on registry {}", self.failure.kind, reference.registry())
             }
@@ -74,10 +120,9 @@ impl Finding {
 
     /// What the user can do about it.
     fn hint(&self) -> String {
-        let registry = self.reference.as_ref().map_or("", ImageReference::registry);
+        let registry = self.reference().map_or("", ImageReference::registry);
         let name = self
-            .reference
-            .as_ref()
+            .reference()
             .map(ImageReference::name)
             .unwrap_or_default();
         match self.failure.kind {
@@ -86,12 +131,19 @@ impl Finding {
             ),
             FailureKind::InvalidReference => "write the image as [registry/]repository[:tag][@digest] with a lowercase repository; the kubelet would report InvalidImageName".to_owned(),
             FailureKind::Unauthorized => format!(
-                "if the image is private, make sure the pod has an imagePullSecret for {registry}; the check used the policy server's credentials"
+                "if the image is private, make sure the pod has an imagePullSecret for {registry} and the policy can use it"
             ),
             FailureKind::Unreachable => format!(
                 "{registry} could not be asked; the pull may still succeed, or fail the same way on the node"
             ),
-            FailureKind::HostRefused => "grant the policy the oci/v1/manifest_digest host capability".to_owned(),
+            FailureKind::HostRefused => "grant the policy the host capabilities listed in its metadata".to_owned(),
+            FailureKind::MissingPullSecret => "create it in the namespace, or remove it from imagePullSecrets".to_owned(),
+            FailureKind::WrongPullSecretType | FailureKind::MalformedPullSecret => {
+                "recreate it with `kubectl create secret docker-registry`".to_owned()
+            }
+            FailureKind::UncoveredRegistry => format!(
+                "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
+            ),
         }
     }
 
@@ -99,7 +151,7 @@ impl Finding {
     fn rejection_line(&self) -> String {
         format!(
             "- {}: {}: {}. Hint: {}.",
-            self.subject(),
+            self.subject(IMAGE_QUOTE_MAX),
             self.reason(),
             self.failure.detail,
             self.hint()
@@ -107,12 +159,11 @@ impl Finding {
     }
 
     /// A Kubernetes warning, at most [`WARNING_MAX`] bytes; the verdict and why it was allowed
-    /// come before the registry's detail so truncation only ever cuts the detail.
+    /// come before the detail so truncation only ever cuts the detail.
     fn warning(&self) -> String {
-        let image = truncate(&self.container.image, 80);
         let line = format!(
-            "{} image {image:?}: {}; allowed because actions.{} is warn: {}",
-            self.container,
+            "{}: {}; allowed (actions.{}: warn): {}",
+            self.subject(80),
             self.reason(),
             self.failure.kind.setting_key(),
             self.failure.detail
@@ -123,9 +174,8 @@ impl Finding {
     /// The audit record of a failure that `allow` let through.
     fn audit_record(&self) -> String {
         format!(
-            "{} image {:?}: {}: {}",
-            self.container,
-            self.container.image,
+            "{}: {}: {}",
+            self.subject(IMAGE_QUOTE_MAX),
             self.reason(),
             self.failure.detail
         )
@@ -183,10 +233,20 @@ impl Decision {
     }
 }
 
-/// Applies the configured actions to the findings of one request.
-pub fn decide(resource: &Resource, findings: &[Finding], actions: &Actions) -> Decision {
+/// Applies the configured actions to the findings of one request. `notes` are warnings about
+/// the check itself (e.g. pull secrets that could not be read), given whatever the outcome.
+pub fn decide(
+    resource: &Resource,
+    findings: &[Finding],
+    notes: &[String],
+    actions: &Actions,
+) -> Decision {
     let mut rejected = Vec::new();
     let mut decision = Decision::accept();
+    decision.warnings = notes
+        .iter()
+        .map(|note| truncate(note, WARNING_MAX))
+        .collect();
     let mut allowed = Vec::new();
     for finding in findings {
         match actions.for_kind(finding.failure.kind) {
@@ -218,16 +278,16 @@ mod tests {
     use crate::workload::ContainerList;
 
     fn finding(image: &str, kind: FailureKind, detail: &str) -> Finding {
-        Finding {
-            container: ContainerImage {
+        Finding::image(
+            ContainerImage {
                 list: ContainerList::Regular,
                 name: "app".into(),
                 image: image.into(),
                 pull_policy: None,
             },
-            reference: ImageReference::parse(image).ok(),
-            failure: Failure::new(kind, detail),
-        }
+            ImageReference::parse(image).ok(),
+            Failure::new(kind, detail),
+        )
     }
 
     fn resource() -> Resource {
@@ -248,7 +308,7 @@ mod tests {
                 "repository name must be lowercase",
             ),
         ];
-        let decision = decide(&resource(), &findings, &Actions::default());
+        let decision = decide(&resource(), &findings, &[], &Actions::default());
         assert!(!decision.accepted);
         let message = decision.message.unwrap();
         assert!(
@@ -271,13 +331,13 @@ mod tests {
             FailureKind::Unauthorized,
             &long_detail,
         )];
-        let decision = decide(&resource(), &findings, &Actions::default());
+        let decision = decide(&resource(), &findings, &[], &Actions::default());
         assert!(decision.accepted);
         assert_eq!(decision.warnings.len(), 1);
         let warning = &decision.warnings[0];
         assert!(warning.len() <= WARNING_MAX, "{}", warning.len());
         assert!(warning.starts_with(
-            "container \"app\" image \"ghcr.io/org/private:1\": not authorized on registry ghcr.io; allowed because actions.unauthorized is warn: xxx"
+            "container \"app\" image \"ghcr.io/org/private:1\": not authorized on registry ghcr.io; allowed (actions.unauthorized: warn): xxx"
         ), "{warning}");
     }
 
@@ -292,7 +352,7 @@ mod tests {
             FailureKind::Unreachable,
             "connection refused",
         )];
-        let decision = decide(&resource(), &findings, &actions);
+        let decision = decide(&resource(), &findings, &[], &actions);
         assert!(decision.accepted && decision.warnings.is_empty());
         assert!(decision.audit_annotations[ALLOWED_ANNOTATION].contains("connection refused"));
     }
@@ -307,6 +367,7 @@ mod tests {
                 FailureKind::InvalidReference,
                 "repository name must not be more than 255 characters",
             )],
+            &[],
             &Actions::default(),
         );
         assert!(decision.message.unwrap().len() < 1_000);
@@ -317,6 +378,7 @@ mod tests {
         let decision = decide(
             &resource(),
             &[finding("a.io/b:1", FailureKind::Unreachable, "down")],
+            &[],
             &Actions::default(),
         );
         let json: serde_json::Value = serde_json::from_slice(&decision.to_json()).unwrap();

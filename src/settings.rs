@@ -34,6 +34,14 @@ pub struct Actions {
     pub unreachable: Action,
     /// The policy host refused the lookup.
     pub host_refused: Action,
+    /// A referenced pull secret or ServiceAccount does not exist.
+    pub missing_pull_secret: Action,
+    /// A pull secret is not of a docker-config type.
+    pub wrong_pull_secret_type: Action,
+    /// A pull secret does not decode (the kubelet then fails every pull of the pod).
+    pub malformed_pull_secret: Action,
+    /// A lookup was refused and no pull secret of the pod covers the registry.
+    pub uncovered_registry: Action,
 }
 
 impl Default for Actions {
@@ -44,6 +52,10 @@ impl Default for Actions {
             unauthorized: Action::Warn,
             unreachable: Action::Warn,
             host_refused: Action::Warn,
+            missing_pull_secret: Action::Warn,
+            wrong_pull_secret_type: Action::Warn,
+            malformed_pull_secret: Action::Reject,
+            uncovered_registry: Action::Warn,
         }
     }
 }
@@ -57,6 +69,31 @@ impl Actions {
             FailureKind::Unauthorized => self.unauthorized,
             FailureKind::Unreachable => self.unreachable,
             FailureKind::HostRefused => self.host_refused,
+            FailureKind::MissingPullSecret => self.missing_pull_secret,
+            FailureKind::WrongPullSecretType => self.wrong_pull_secret_type,
+            FailureKind::MalformedPullSecret => self.malformed_pull_secret,
+            FailureKind::UncoveredRegistry => self.uncovered_registry,
+        }
+    }
+}
+
+/// How the policy uses the pods' image pull secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PullSecretSettings {
+    /// Read pull secrets and ServiceAccounts (`kubernetes/get_resource`) to report missing,
+    /// wrong or malformed secrets and registries no secret covers.
+    pub consult: bool,
+    /// Look images up with the pods' own credentials through `oci/v1/resolve_images`, on
+    /// hosts that implement it; stock hosts fall back to `oci/v1/manifest_digest`.
+    pub credentialed_lookups: bool,
+}
+
+impl Default for PullSecretSettings {
+    fn default() -> Self {
+        PullSecretSettings {
+            consult: true,
+            credentialed_lookups: false,
         }
     }
 }
@@ -66,6 +103,7 @@ impl Actions {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 struct RawSettings {
     actions: Actions,
+    pull_secrets: PullSecretSettings,
     exempt_namespaces: Vec<String>,
     exempt_images: Vec<String>,
 }
@@ -75,6 +113,8 @@ struct RawSettings {
 pub struct Settings {
     /// What to do per failure class.
     pub actions: Actions,
+    /// How pull secrets are used.
+    pub pull_secrets: PullSecretSettings,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -113,6 +153,7 @@ impl Settings {
             .collect::<Result<_, _>>()?;
         Ok(Settings {
             actions: raw.actions,
+            pull_secrets: raw.pull_secrets,
             exempt_namespaces,
             exempt_images,
         })

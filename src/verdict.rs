@@ -52,21 +52,37 @@ pub enum FailureKind {
     Unreachable,
     /// The policy host refused the lookup itself (capability not granted or not implemented).
     HostRefused,
+    /// A pull secret (or the ServiceAccount that should supply them) does not exist; the
+    /// kubelet skips it and pulls with whatever else matches.
+    MissingPullSecret,
+    /// A pull secret is not of a docker-config type; the kubelet ignores it.
+    WrongPullSecretType,
+    /// A pull secret does not decode; the kubelet then fails every pull of the pod.
+    MalformedPullSecret,
+    /// The registry refused the lookup and no pull secret of the pod covers that registry.
+    UncoveredRegistry,
 }
 
 impl FailureKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [FailureKind; 5] = [
+    pub const ALL: [FailureKind; 9] = [
         FailureKind::Absent,
         FailureKind::InvalidReference,
         FailureKind::Unauthorized,
         FailureKind::Unreachable,
         FailureKind::HostRefused,
+        FailureKind::MissingPullSecret,
+        FailureKind::WrongPullSecretType,
+        FailureKind::MalformedPullSecret,
+        FailureKind::UncoveredRegistry,
     ];
 
     /// True when the failure proves the pull will fail, as opposed to "could not verify".
     pub fn is_certain(self) -> bool {
-        matches!(self, FailureKind::Absent | FailureKind::InvalidReference)
+        matches!(
+            self,
+            FailureKind::Absent | FailureKind::InvalidReference | FailureKind::MalformedPullSecret
+        )
     }
 
     /// The setting key, as operators write it.
@@ -77,6 +93,10 @@ impl FailureKind {
             FailureKind::Unauthorized => "unauthorized",
             FailureKind::Unreachable => "unreachable",
             FailureKind::HostRefused => "hostRefused",
+            FailureKind::MissingPullSecret => "missingPullSecret",
+            FailureKind::WrongPullSecretType => "wrongPullSecretType",
+            FailureKind::MalformedPullSecret => "malformedPullSecret",
+            FailureKind::UncoveredRegistry => "uncoveredRegistry",
         }
     }
 }
@@ -89,6 +109,10 @@ impl fmt::Display for FailureKind {
             FailureKind::Unauthorized => "not authorized",
             FailureKind::Unreachable => "registry unreachable",
             FailureKind::HostRefused => "lookup refused by the policy host",
+            FailureKind::MissingPullSecret => "missing pull secret",
+            FailureKind::WrongPullSecretType => "pull secret of the wrong type",
+            FailureKind::MalformedPullSecret => "malformed pull secret",
+            FailureKind::UncoveredRegistry => "not authorized",
         })
     }
 }
@@ -322,7 +346,11 @@ mod tests {
             .collect();
         assert_eq!(
             certain,
-            [FailureKind::Absent, FailureKind::InvalidReference]
+            [
+                FailureKind::Absent,
+                FailureKind::InvalidReference,
+                FailureKind::MalformedPullSecret
+            ]
         );
     }
 }

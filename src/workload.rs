@@ -174,11 +174,19 @@ impl fmt::Display for WorkloadError {
 
 impl std::error::Error for WorkloadError {}
 
-/// Every image of an object of `kind`: init containers, containers, then ephemeral containers.
-pub fn container_images(
-    kind: WorkloadKind,
-    object: &Value,
-) -> Result<Vec<ContainerImage>, WorkloadError> {
+/// What the policy reads from a pod spec: its images and where their credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodSpecView {
+    /// Every image: init containers, containers, then ephemeral containers.
+    pub containers: Vec<ContainerImage>,
+    /// The names in `imagePullSecrets`, in order.
+    pub image_pull_secrets: Vec<String>,
+    /// `serviceAccountName`, when set.
+    pub service_account_name: Option<String>,
+}
+
+/// Reads the pod spec of an object of `kind`.
+pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
     let pointer = kind.pod_spec_pointer();
     let spec = match object.pointer(pointer) {
         None | Some(Value::Null) => return Err(WorkloadError::MissingPodSpec { pointer }),
@@ -211,7 +219,17 @@ pub fn container_images(
             c.image_pull_policy,
         )
     });
-    Ok(init.chain(regular).chain(ephemeral).collect())
+    Ok(PodSpecView {
+        containers: init.chain(regular).chain(ephemeral).collect(),
+        image_pull_secrets: spec
+            .image_pull_secrets
+            .into_iter()
+            .flatten()
+            .map(|reference| reference.name)
+            .filter(|name| !name.is_empty())
+            .collect(),
+        service_account_name: spec.service_account_name.filter(|name| !name.is_empty()),
+    })
 }
 
 #[cfg(test)]
@@ -252,7 +270,7 @@ mod tests {
             "containers": [{"name": "app", "image": "a:1", "imagePullPolicy": "Always"}],
             "initContainers": [{"name": "init", "image": "b:1"}],
             "ephemeralContainers": [{"name": "debug", "image": "c:1"}]}});
-        let images = container_images(WorkloadKind::Pod, &pod).unwrap();
+        let images = read_pod_spec(WorkloadKind::Pod, &pod).unwrap().containers;
         let summary: Vec<_> = images
             .iter()
             .map(|c| {
@@ -278,7 +296,7 @@ mod tests {
     fn missing_image_is_empty_not_an_error() {
         let pod = json!({"spec": {"containers": [{"name": "app"}]}});
         assert_eq!(
-            container_images(WorkloadKind::Pod, &pod).unwrap()[0].image,
+            read_pod_spec(WorkloadKind::Pod, &pod).unwrap().containers[0].image,
             ""
         );
     }
@@ -287,16 +305,16 @@ mod tests {
     fn missing_or_malformed_specs_are_explained() {
         let deployment = json!({"spec": {"replicas": 1}});
         assert_eq!(
-            container_images(WorkloadKind::Deployment, &deployment),
+            read_pod_spec(WorkloadKind::Deployment, &deployment),
             Err(WorkloadError::MissingPodSpec {
                 pointer: "/spec/template/spec"
             })
         );
         let malformed = json!({"spec": {"containers": [{"name": "app", "image": 7}]}});
-        let error = container_images(WorkloadKind::Pod, &malformed).unwrap_err();
+        let error = read_pod_spec(WorkloadKind::Pod, &malformed).unwrap_err();
         assert!(error.to_string().contains("/spec is malformed"), "{error}");
         let not_a_list = json!({"spec": {"containers": "nginx"}});
-        assert!(container_images(WorkloadKind::Pod, &not_a_list).is_err());
+        assert!(read_pod_spec(WorkloadKind::Pod, &not_a_list).is_err());
     }
 
     #[test]

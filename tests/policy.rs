@@ -32,9 +32,17 @@ fn fixture(name: &str) -> Value {
     review["request"].clone()
 }
 
+/// A cluster with team-a's `default` ServiceAccount (no pull secrets) and no images.
+fn cluster() -> InMemoryHost {
+    InMemoryHost::new().with_object(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": "team-a"}
+    }))
+}
+
 /// A host on which every image of the fixtures exists.
 fn all_present() -> InMemoryHost {
-    InMemoryHost::new()
+    cluster()
         .with_digest(APP, DIGEST)
         .with_digest(MIGRATE, DIGEST)
         .with_digest(BUSYBOX, DIGEST)
@@ -71,7 +79,7 @@ fn every_kind_with_pullable_images_is_accepted_after_checking_each_image_once() 
         let response = run(&fixture(file), json!({}), &host);
         assert_eq!(response["accepted"], true, "{file}: {response}");
         assert!(response["warnings"].is_null(), "{file}: {response}");
-        let mut calls = host.calls();
+        let mut calls = host.digest_calls();
         calls.sort();
         assert_eq!(calls, [BUSYBOX, MIGRATE, APP], "{file}");
     }
@@ -80,7 +88,7 @@ fn every_kind_with_pullable_images_is_accepted_after_checking_each_image_once() 
 #[test]
 fn every_kind_with_a_missing_image_is_rejected_naming_it() {
     for (file, kind) in WORKLOAD_FIXTURES {
-        let host = InMemoryHost::new()
+        let host = cluster()
             .with_digest(MIGRATE, DIGEST)
             .with_digest(BUSYBOX, DIGEST);
         let response = run(&fixture(file), json!({}), &host);
@@ -105,7 +113,7 @@ fn every_kind_with_a_missing_image_is_rejected_naming_it() {
 
 #[test]
 fn init_containers_are_checked() {
-    let host = InMemoryHost::new()
+    let host = cluster()
         .with_digest(APP, DIGEST)
         .with_digest(BUSYBOX, DIGEST);
     let response = run(&fixture("deployment-create.json"), json!({}), &host);
@@ -117,9 +125,9 @@ fn init_containers_are_checked() {
 
 #[test]
 fn ephemeral_containers_are_checked_and_only_they_on_the_subresource_update() {
-    let host = InMemoryHost::new();
+    let host = cluster();
     let response = run(&fixture("pod-ephemeral-update.json"), json!({}), &host);
-    assert_eq!(host.calls(), ["docker.io/library/alpine:3.20"]);
+    assert_eq!(host.digest_calls(), ["docker.io/library/alpine:3.20"]);
     assert_eq!(response["accepted"], false);
     assert!(message(&response).contains(
         "ephemeral container \"debugger\" image \"docker.io/library/alpine:3.20\": not found on registry docker.io"
@@ -128,11 +136,11 @@ fn ephemeral_containers_are_checked_and_only_they_on_the_subresource_update() {
 
 #[test]
 fn short_names_are_looked_up_normalised_and_quoted_as_written() {
-    let host = InMemoryHost::new()
+    let host = cluster()
         .with_digest(APP, DIGEST)
         .with_digest(MIGRATE, DIGEST);
     let response = run(&fixture("pod-create.json"), json!({}), &host);
-    assert!(host.calls().contains(&BUSYBOX.to_owned()));
+    assert!(host.digest_calls().contains(&BUSYBOX.to_owned()));
     assert!(message(&response).contains(&format!(
         "container \"sidecar\" image \"busybox:1.36\" ({BUSYBOX}): not found on registry docker.io"
     )));
@@ -140,14 +148,14 @@ fn short_names_are_looked_up_normalised_and_quoted_as_written() {
 
 #[test]
 fn update_checks_only_new_images() {
-    let host = InMemoryHost::new();
+    let host = cluster();
     let scale = run(&fixture("deployment-update-scale.json"), json!({}), &host);
     assert_eq!(scale["accepted"], true, "{scale}");
     assert!(host.calls().is_empty(), "scaling must not look anything up");
 
-    let host = InMemoryHost::new();
+    let host = cluster();
     let change = run(&fixture("deployment-update-image.json"), json!({}), &host);
-    assert_eq!(host.calls(), ["registry.example.com/team/app:1.5.0"]);
+    assert_eq!(host.digest_calls(), ["registry.example.com/team/app:1.5.0"]);
     assert_eq!(change["accepted"], false);
     assert!(message(&change).contains("registry.example.com/team/app:1.5.0"));
 }
@@ -156,7 +164,7 @@ fn update_checks_only_new_images() {
 fn respelling_an_old_image_is_not_a_new_image() {
     let mut request = fixture("deployment-update-scale.json");
     replace_image(&mut request["object"], "busybox:1.36", BUSYBOX);
-    let host = InMemoryHost::new();
+    let host = cluster();
     assert_eq!(run(&request, json!({}), &host)["accepted"], true);
     assert!(host.calls().is_empty());
 }
@@ -164,7 +172,7 @@ fn respelling_an_old_image_is_not_a_new_image() {
 #[test]
 fn other_kinds_and_operations_are_accepted_untouched() {
     for file in ["configmap-create.json", "deployment-delete.json"] {
-        let host = InMemoryHost::new();
+        let host = cluster();
         let response = run(&fixture(file), json!({}), &host);
         assert_eq!(response["accepted"], true, "{file}");
         assert!(host.calls().is_empty(), "{file}");
@@ -180,10 +188,10 @@ fn pull_policy_never_is_not_looked_up() {
     {
         container["imagePullPolicy"] = json!("Never");
     }
-    let host = InMemoryHost::new().with_digest(MIGRATE, DIGEST);
+    let host = cluster().with_digest(MIGRATE, DIGEST);
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], true, "{response}");
-    assert_eq!(host.calls(), [MIGRATE]);
+    assert_eq!(host.digest_calls(), [MIGRATE]);
 }
 
 #[test]
@@ -204,7 +212,7 @@ fn invalid_references_are_rejected_with_the_reason_even_under_never() {
         "container \"sidecar\" image \"\": invalid image reference: repository name must have at least one component"
     ), "{message}");
     assert_eq!(
-        host.calls(),
+        host.digest_calls(),
         [MIGRATE],
         "invalid references are never sent to the host"
     );
@@ -221,9 +229,9 @@ fn fifty_containers_with_five_images_make_five_host_calls() {
         .collect();
     request["object"]["spec"]["containers"] = json!(containers);
     request["object"]["spec"]["initContainers"] = json!([]);
-    let host = InMemoryHost::new();
+    let host = cluster();
     let response = run(&request, json!({}), &host);
-    assert_eq!(host.calls().len(), 5);
+    assert_eq!(host.digest_calls().len(), 5);
     assert!(message(&response).contains("50 images will not pull"));
 }
 
@@ -236,7 +244,7 @@ fn uncertain_verdicts_warn_by_default_and_follow_their_actions() {
     ];
     for (error, key, phrase) in cases {
         let host = || {
-            InMemoryHost::new()
+            cluster()
                 .with_error(
                     APP,
                     &format!(
@@ -246,20 +254,22 @@ fn uncertain_verdicts_warn_by_default_and_follow_their_actions() {
                 .with_digest(MIGRATE, DIGEST)
                 .with_digest(BUSYBOX, DIGEST)
         };
-        let warned = run(&fixture("deployment-create.json"), json!({}), &host());
+        // Pull secrets are off here: with them, a 401 no secret covers is `uncoveredRegistry`.
+        let stock = json!({"pullSecrets": {"consult": false}});
+        let warned = run(&fixture("deployment-create.json"), stock, &host());
         assert_eq!(warned["accepted"], true, "{key}");
         let warnings = warnings(&warned);
         assert_eq!(warnings.len(), 1, "{key}");
         assert!(warnings[0].contains(phrase), "{key}: {}", warnings[0]);
         assert!(
-            warnings[0].contains(&format!("allowed because actions.{key} is warn")),
+            warnings[0].contains(&format!("allowed (actions.{key}: warn)")),
             "{}",
             warnings[0]
         );
 
         let rejected = run(
             &fixture("deployment-create.json"),
-            json!({"actions": {key: "reject"}}),
+            json!({"actions": {key: "reject"}, "pullSecrets": {"consult": false}}),
             &host(),
         );
         assert_eq!(rejected["accepted"], false, "{key}");
@@ -267,7 +277,7 @@ fn uncertain_verdicts_warn_by_default_and_follow_their_actions() {
 
         let allowed = run(
             &fixture("deployment-create.json"),
-            json!({"actions": {key: "allow"}}),
+            json!({"actions": {key: "allow"}, "pullSecrets": {"consult": false}}),
             &host(),
         );
         assert_eq!(allowed["accepted"], true);
@@ -286,7 +296,7 @@ fn certain_verdicts_can_be_softened() {
     let response = run(
         &fixture("deployment-create.json"),
         json!({"actions": {"absent": "warn"}}),
-        &InMemoryHost::new(),
+        &cluster(),
     );
     assert_eq!(response["accepted"], true);
     assert_eq!(warnings(&response).len(), 3);
@@ -294,7 +304,7 @@ fn certain_verdicts_can_be_softened() {
 
 #[test]
 fn exempt_namespaces_are_not_looked_at() {
-    let host = InMemoryHost::new();
+    let host = cluster();
     let response = run(
         &fixture("deployment-create.json"),
         json!({"exemptNamespaces": ["team-a"]}),
@@ -306,12 +316,12 @@ fn exempt_namespaces_are_not_looked_at() {
 
 #[test]
 fn exempt_images_match_globs_on_the_normalised_reference() {
-    let host = InMemoryHost::new().with_digest(MIGRATE, DIGEST);
+    let host = cluster().with_digest(MIGRATE, DIGEST);
     let settings =
         json!({"exemptImages": ["registry.example.com/team/*", "docker.io/library/busybox:*"]});
     let response = run(&fixture("deployment-create.json"), settings, &host);
     assert_eq!(response["accepted"], true, "{response}");
-    assert_eq!(host.calls(), [MIGRATE]);
+    assert_eq!(host.digest_calls(), [MIGRATE]);
 }
 
 #[test]
@@ -319,12 +329,12 @@ fn digests_are_looked_up_by_digest() {
     let mut request = fixture("pod-create.json");
     let pinned = format!("registry.example.com/team/app:1.4.2@{DIGEST}");
     request["object"]["spec"]["containers"][0]["image"] = json!(pinned);
-    let host = InMemoryHost::new()
+    let host = cluster()
         .with_digest(MIGRATE, DIGEST)
         .with_digest(BUSYBOX, DIGEST);
     let response = run(&request, json!({}), &host);
     assert!(host
-        .calls()
+        .digest_calls()
         .contains(&format!("registry.example.com/team/app@{DIGEST}")));
     assert!(message(&response).contains(&format!("image \"{pinned}\": not found")));
 }
@@ -350,7 +360,7 @@ fn malformed_requests_get_a_specific_400_never_a_panic() {
     ];
     for (payload, expected) in cases {
         let response: Value =
-            serde_json::from_slice(&validate_payload(&payload, &InMemoryHost::new())).unwrap();
+            serde_json::from_slice(&validate_payload(&payload, &cluster())).unwrap();
         assert_eq!(response["accepted"], false, "{expected}");
         assert_eq!(response["code"], 400, "{expected}");
         assert!(
@@ -371,9 +381,9 @@ fn pods_with_a_thousand_containers_and_huge_images_decide() {
     containers.push(json!({"name": "nul", "image": "r.example/a\u{0}b:1"}));
     containers.push(json!({"name": "nulls", "image": null, "imagePullPolicy": null}));
     request["object"]["spec"]["containers"] = json!(containers);
-    let host = InMemoryHost::new();
+    let host = cluster();
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], false);
-    assert_eq!(host.calls().len(), 1001);
+    assert_eq!(host.digest_calls().len(), 1001);
     assert!(message(&response).contains("repository name must not be more than 255 characters"));
 }

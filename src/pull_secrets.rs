@@ -1,0 +1,154 @@
+//! Which pull secrets the kubelet will use for a pod, read through the host the way the
+//! ServiceAccount admission plugin and the kubelet see them.
+//!
+//! A Pod reaching the policy has already been through the ServiceAccount plugin: its
+//! `imagePullSecrets` are final. A pod template has not, so the plugin is emulated: the
+//! template's own secrets, else those of its ServiceAccount (`default` when unnamed).
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::credentials::{parse_pull_secret, Keyring};
+use crate::host::{Host, ResourceRequest};
+use crate::verdict::{summarise, Failure, FailureKind};
+use crate::workload::{PodSpecView, WorkloadKind};
+
+/// Where the pod's list of pull secrets came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretOrigin {
+    /// The pod spec's own `imagePullSecrets`.
+    PodSpec,
+    /// The named ServiceAccount's `imagePullSecrets`.
+    ServiceAccount(String),
+}
+
+impl fmt::Display for SecretOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretOrigin::PodSpec => f.write_str("the pod spec"),
+            SecretOrigin::ServiceAccount(name) => write!(f, "ServiceAccount {name:?}"),
+        }
+    }
+}
+
+/// A problem with one pull secret (or with the ServiceAccount that lists them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretFinding {
+    /// How messages name it: `pull secret "team-a/regcred" (from ServiceAccount "default")`.
+    pub description: String,
+    /// What is wrong; the detail never carries secret content.
+    pub failure: Failure,
+}
+
+/// The credentials a pod's pulls will use, and what was wrong on the way.
+#[derive(Debug, Default)]
+pub struct PullSecrets {
+    /// The kubelet's keyring built from every usable secret, in order.
+    pub keyring: Keyring,
+    /// Missing, mistyped and malformed secrets.
+    pub findings: Vec<SecretFinding>,
+    /// Why secrets could not be read at all (`None` when they were consulted).
+    pub unavailable: Option<String>,
+}
+
+impl PullSecrets {
+    /// True when the secrets were read, so "no secret covers this registry" is a fact.
+    pub fn consulted(&self) -> bool {
+        self.unavailable.is_none()
+    }
+}
+
+/// Fields the policy needs from each object: nothing else crosses the boundary.
+const SERVICE_ACCOUNT_FIELDS: &[&str] = &["imagePullSecrets"];
+const SECRET_FIELDS: &[&str] = &["type", "data"];
+
+/// Reads the pull secrets the kubelet would use for pods of `spec` in `namespace`.
+pub fn resolve(
+    kind: WorkloadKind,
+    spec: &PodSpecView,
+    namespace: &str,
+    host: &impl Host,
+) -> PullSecrets {
+    let mut result = PullSecrets::default();
+    let (names, origin) = if kind == WorkloadKind::Pod || !spec.image_pull_secrets.is_empty() {
+        (spec.image_pull_secrets.clone(), SecretOrigin::PodSpec)
+    } else {
+        let account = spec.service_account_name.as_deref().unwrap_or("default");
+        let origin = SecretOrigin::ServiceAccount(account.to_owned());
+        let request =
+            ResourceRequest::core("ServiceAccount", namespace, account, SERVICE_ACCOUNT_FIELDS);
+        match host.get_resource(&request) {
+            Ok(service_account) => (secret_names(&service_account), origin),
+            Err(error) if is_not_found(&error) => {
+                result.findings.push(SecretFinding {
+                    description: format!("ServiceAccount \"{namespace}/{account}\""),
+                    failure: Failure::new(
+                        FailureKind::MissingPullSecret,
+                        format!("ServiceAccount {namespace}/{account} does not exist: pods of this template will be refused until it is created"),
+                    ),
+                });
+                (Vec::new(), origin)
+            }
+            Err(error) => {
+                result.unavailable = Some(summarise(&error));
+                return result;
+            }
+        }
+    };
+
+    let mut seen = std::collections::HashSet::new();
+    for name in names.iter().filter(|name| seen.insert(name.as_str())) {
+        let object = format!("{namespace}/{name}");
+        let finding = |kind, detail: String| SecretFinding {
+            description: format!("pull secret {object:?} (from {origin})"),
+            failure: Failure::new(kind, detail),
+        };
+        match host.get_resource(&ResourceRequest::core(
+            "Secret",
+            namespace,
+            name,
+            SECRET_FIELDS,
+        )) {
+            Ok(secret) => match parse_pull_secret(&object, &secret) {
+                Ok(entries) => entries
+                    .into_iter()
+                    .for_each(|(key, credential)| result.keyring.add(&key, credential)),
+                Err(error) if error.is_wrong_type() => result.findings.push(finding(
+                    FailureKind::WrongPullSecretType,
+                    format!("{error}; the kubelet ignores it"),
+                )),
+                Err(error) => result.findings.push(finding(
+                    FailureKind::MalformedPullSecret,
+                    format!("{error}; the kubelet fails every pull of the pod"),
+                )),
+            },
+            Err(error) if is_not_found(&error) => result.findings.push(finding(
+                FailureKind::MissingPullSecret,
+                format!("secret {object} does not exist; the kubelet skips it"),
+            )),
+            Err(error) => {
+                result.unavailable = Some(summarise(&error));
+                return result;
+            }
+        }
+    }
+    result
+}
+
+/// The `imagePullSecrets[].name` of a ServiceAccount.
+fn secret_names(service_account: &Value) -> Vec<String> {
+    service_account["imagePullSecrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|reference| reference["name"].as_str())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The host's answer for an object that does not exist (as opposed to a refused read).
+fn is_not_found(error: &str) -> bool {
+    error.contains("Cannot find") || error.contains("NotFound") || error.contains(" not found")
+}
