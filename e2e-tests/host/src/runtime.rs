@@ -2,6 +2,7 @@
 //! is wasm32-wasip1) and calling its `validate_settings`, `validate` and
 //! `protocol_version` functions the way policy-evaluator's waPC runtime does.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
@@ -12,6 +13,21 @@ use wasmtime_provider::WasmtimeEngineProviderBuilder;
 use crate::capabilities::HostCapabilities;
 use crate::response::{AdmissionResponse, PolicyValidationResponse, SettingsValidationResponse};
 
+/// Where wasmtime caches compiled modules, like kwctl does: compiling a
+/// policy with cranelift dominates a run's time, and the e2e suite runs the
+/// same module dozens of times. `POLICY_HOST_WASMTIME_CACHE` overrides the
+/// directory, or disables the cache with `off`.
+fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("POLICY_HOST_WASMTIME_CACHE") {
+        Some(v) if v == "off" || v == "0" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|base| base.join("policy-host").join("wasmtime")),
+    }
+}
+
 /// A loaded policy, wired to the host capabilities.
 pub struct PolicyRuntime {
     host: WapcHost,
@@ -20,9 +36,13 @@ pub struct PolicyRuntime {
 impl PolicyRuntime {
     /// Compile and instantiate `module`; host calls go to `capabilities`.
     pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
-        let engine = WasmtimeEngineProviderBuilder::new()
+        let mut builder = WasmtimeEngineProviderBuilder::new()
             .module_bytes(module)
-            .wasi_params(wapc::WasiParams::default())
+            .wasi_params(wapc::WasiParams::default());
+        if let Some(dir) = cache_dir() {
+            builder = builder.enable_cache(Some(&dir));
+        }
+        let engine = builder
             .build()
             .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
         let callback =
