@@ -8,7 +8,7 @@ use crate::admission::{AdmissionRequest, Operation, ValidationPayload};
 use crate::host::Host;
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
-use crate::registry::look_up;
+use crate::registry::{look_up, Budget};
 use crate::report::{decide, Decision, Finding, Resource, Subject};
 use crate::settings::Settings;
 use crate::verdict::{Failure, FailureKind, Verdict};
@@ -31,6 +31,7 @@ pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
 
 /// Decides one admission request.
 pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -> Decision {
+    let budget = Budget::start(host, settings.time_budget);
     let Some(kind) = WorkloadKind::from_group_kind(&request.kind.group, &request.kind.kind) else {
         return Decision::accept();
     };
@@ -81,6 +82,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
     let lookups = look_up(
         checks.iter().filter_map(|c| c.reference.as_ref().ok()),
         keyring,
+        &budget,
         host,
     );
     if let Some(reason) = &lookups.fallback {

@@ -2,8 +2,9 @@
 //! the decision logic runs unchanged under unit tests (an in-memory fake), the project's test
 //! host and a real Kubewarden policy server.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +23,10 @@ pub trait Host {
 
     /// `kubernetes/get_resource`: one object from the cluster.
     fn get_resource(&self, request: &ResourceRequest) -> Result<Value, String>;
+
+    /// Monotonic time since an arbitrary origin: the policy's time budget is measured with it
+    /// (the WASI clock under a real host, a simulated one in tests).
+    fn now(&self) -> Duration;
 
     /// `oci/v1/resolve_images`: all of a request's lookups, each with the credentials the
     /// kubelet would try. Stock hosts answer `unknown operation`.
@@ -178,6 +183,11 @@ struct ManifestDigest {
 }
 
 impl Host for WapcHost {
+    fn now(&self) -> Duration {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+    }
+
     fn manifest_digest(&self, reference: &str) -> Result<String, String> {
         self.call::<ManifestDigest>("oci", "v1/manifest_digest", &reference)
             .map(|answer| answer.digest)
@@ -206,6 +216,8 @@ pub struct InMemoryHost {
     resource_error: Option<String>,
     /// Per image: the credential usernames that may see it (empty: public), and its digest.
     credentialed: Option<HashMap<String, (Vec<String>, String)>>,
+    latency: Duration,
+    clock: Cell<Duration>,
     calls: RefCell<Vec<String>>,
 }
 
@@ -263,7 +275,20 @@ impl InMemoryHost {
         self
     }
 
-    /// Every call so far, in order: `digest <ref>`, `get <Kind> <ns>/<name>`, `resolve <n>`.
+    /// Makes every registry and Kubernetes call take `latency` on the simulated clock.
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Records a call and lets the simulated clock run for it.
+    fn record(&self, call: String) {
+        self.clock.set(self.clock.get() + self.latency);
+        self.calls.borrow_mut().push(call);
+    }
+
+    /// Every call so far, in order: `digest <ref>`, `get <Kind> <ns>/<name>`,
+    /// `resolve <n> within <timeout>ms`.
     pub fn calls(&self) -> Vec<String> {
         self.calls.borrow().clone()
     }
@@ -278,8 +303,12 @@ impl InMemoryHost {
 }
 
 impl Host for InMemoryHost {
+    fn now(&self) -> Duration {
+        self.clock.get()
+    }
+
     fn manifest_digest(&self, reference: &str) -> Result<String, String> {
-        self.calls.borrow_mut().push(format!("digest {reference}"));
+        self.record(format!("digest {reference}"));
         self.digests.get(reference).cloned().unwrap_or_else(|| {
             Err(format!(
                 "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://{reference}, envelope: OCI API errors: [OCI API error: manifest unknown]"
@@ -289,7 +318,7 @@ impl Host for InMemoryHost {
 
     fn get_resource(&self, request: &ResourceRequest) -> Result<Value, String> {
         let namespace = request.namespace.clone().unwrap_or_default();
-        self.calls.borrow_mut().push(format!(
+        self.record(format!(
             "get {} {}/{}",
             request.kind, namespace, request.name
         ));
@@ -311,9 +340,11 @@ impl Host for InMemoryHost {
         &self,
         request: &ResolveImagesRequest,
     ) -> Result<ResolveImagesResponse, String> {
-        self.calls
-            .borrow_mut()
-            .push(format!("resolve {}", request.lookups.len()));
+        self.record(format!(
+            "resolve {} within {}ms",
+            request.lookups.len(),
+            request.timeout_ms
+        ));
         let Some(images) = &self.credentialed else {
             return Err(format!(
                 "error invoking host capability oci.{RESOLVE_IMAGES_OPERATION}: Host error: unknown operation: {RESOLVE_IMAGES_OPERATION}"

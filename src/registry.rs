@@ -4,14 +4,46 @@
 //! (`oci/v1/resolve_images`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::credentials::Keyring;
 use crate::host::{Host, ImageLookup, ImageResolution, ResolveImagesRequest};
 use crate::reference::ImageReference;
 use crate::verdict::{classify_host_error, summarise, Failure, FailureKind, Verdict};
 
-/// Per-lookup time-out asked of hosts that implement `oci/v1/resolve_images`.
-const LOOKUP_TIMEOUT_MS: u64 = 1_500;
+/// The time an evaluation may spend on host calls, measured with the host's clock. A host
+/// call cannot be interrupted, so the budget decides whether to make the *next* one.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    deadline: Duration,
+    limit: Duration,
+}
+
+impl Budget {
+    /// A budget of `limit` starting now.
+    pub fn start(host: &impl Host, limit: Duration) -> Self {
+        Budget {
+            deadline: host.now() + limit,
+            limit,
+        }
+    }
+
+    /// What is left of the budget.
+    pub fn remaining(&self, host: &impl Host) -> Duration {
+        self.deadline.saturating_sub(host.now())
+    }
+
+    /// The verdict of an image the budget left no time for.
+    fn not_checked(&self) -> Verdict {
+        Verdict::Failed(Failure::new(
+            FailureKind::Unreachable,
+            format!(
+                "not checked in time: the policy's time budget of {} ms (timeBudgetMs) was spent on earlier lookups",
+                self.limit.as_millis()
+            ),
+        ))
+    }
+}
 
 /// Verdicts by lookup reference, and a note when the credentialed path was unavailable.
 #[derive(Debug, Default)]
@@ -27,6 +59,7 @@ pub struct Lookups {
 pub fn look_up<'a>(
     references: impl IntoIterator<Item = &'a ImageReference>,
     keyring: Option<&Keyring>,
+    budget: &Budget,
     host: &impl Host,
 ) -> Lookups {
     let mut distinct: BTreeMap<String, &ImageReference> = BTreeMap::new();
@@ -37,7 +70,7 @@ pub fn look_up<'a>(
     }
     let mut lookups = Lookups::default();
     if let Some(keyring) = keyring {
-        match resolve_with_credentials(&distinct, keyring, host) {
+        match resolve_with_credentials(&distinct, keyring, budget, host) {
             Ok(verdicts) => {
                 lookups.verdicts = verdicts;
                 return lookups;
@@ -48,9 +81,13 @@ pub fn look_up<'a>(
     lookups.verdicts = distinct
         .into_keys()
         .map(|key| {
-            let verdict = match host.manifest_digest(&key) {
-                Ok(digest) => Verdict::Resolved { digest },
-                Err(text) => Verdict::Failed(classify_host_error(&text)),
+            let verdict = if budget.remaining(host).is_zero() {
+                budget.not_checked()
+            } else {
+                match host.manifest_digest(&key) {
+                    Ok(digest) => Verdict::Resolved { digest },
+                    Err(text) => Verdict::Failed(classify_host_error(&text)),
+                }
             };
             (key, verdict)
         })
@@ -63,8 +100,16 @@ pub fn look_up<'a>(
 fn resolve_with_credentials(
     distinct: &BTreeMap<String, &ImageReference>,
     keyring: &Keyring,
+    budget: &Budget,
     host: &impl Host,
 ) -> Result<BTreeMap<String, Verdict>, String> {
+    let remaining = budget.remaining(host);
+    if remaining.is_zero() {
+        return Ok(distinct
+            .keys()
+            .map(|key| (key.clone(), budget.not_checked()))
+            .collect());
+    }
     let request = ResolveImagesRequest {
         lookups: distinct
             .iter()
@@ -77,7 +122,7 @@ fn resolve_with_credentials(
                     .collect(),
             })
             .collect(),
-        timeout_ms: LOOKUP_TIMEOUT_MS,
+        timeout_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
     };
     let response = host.resolve_images(&request).map_err(|e| summarise(&e))?;
     let mut answers: BTreeMap<String, Verdict> = response

@@ -98,40 +98,87 @@ impl Default for PullSecretSettings {
     }
 }
 
+/// Default time budget: comfortably under the policy server's default 2 s evaluation time-out.
+pub const DEFAULT_TIME_BUDGET_MS: u64 = 1_500;
+/// The policy server stops any evaluation after at most 30 s.
+const MAX_TIME_BUDGET_MS: u64 = 30_000;
+
 /// The settings as operators write them (camelCase JSON/YAML).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 struct RawSettings {
     actions: Actions,
     pull_secrets: PullSecretSettings,
+    time_budget_ms: u64,
     exempt_namespaces: Vec<String>,
     exempt_images: Vec<String>,
 }
 
+impl Default for RawSettings {
+    fn default() -> Self {
+        RawSettings {
+            actions: Actions::default(),
+            pull_secrets: PullSecretSettings::default(),
+            time_budget_ms: DEFAULT_TIME_BUDGET_MS,
+            exempt_namespaces: Vec::new(),
+            exempt_images: Vec::new(),
+        }
+    }
+}
+
 /// Validated settings, with exemption patterns compiled once per evaluation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// What to do per failure class.
     pub actions: Actions,
     /// How pull secrets are used.
     pub pull_secrets: PullSecretSettings,
+    /// How long an evaluation may spend on host calls before it stops making new ones.
+    pub time_budget: std::time::Duration,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            actions: Actions::default(),
+            pull_secrets: PullSecretSettings::default(),
+            time_budget: std::time::Duration::from_millis(DEFAULT_TIME_BUDGET_MS),
+            exempt_namespaces: HashSet::new(),
+            exempt_images: Vec::new(),
+        }
+    }
 }
 
 impl Settings {
     /// Parses and validates settings; `null` means all defaults.
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
-        if value.is_null() {
-            return Ok(Settings::default());
+        let raw: RawSettings = if value.is_null() {
+            RawSettings::default()
+        } else {
+            Self::deserialize(value)?
+        };
+        if !(1..=MAX_TIME_BUDGET_MS).contains(&raw.time_budget_ms) {
+            return Err(SettingsError::new(
+                "timeBudgetMs",
+                format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
+            ));
         }
-        let raw: RawSettings = serde_path_to_error::deserialize(value).map_err(|e| {
+        Self::compile(raw)
+    }
+
+    fn deserialize(value: &serde_json::Value) -> Result<RawSettings, SettingsError> {
+        serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             SettingsError {
                 field: if path == "." { String::new() } else { path },
                 problem: e.into_inner().to_string(),
             }
-        })?;
+        })
+    }
+
+    fn compile(raw: RawSettings) -> Result<Self, SettingsError> {
         let mut exempt_namespaces = HashSet::with_capacity(raw.exempt_namespaces.len());
         for (i, namespace) in raw.exempt_namespaces.into_iter().enumerate() {
             if !is_dns_label(&namespace) {
@@ -154,6 +201,7 @@ impl Settings {
         Ok(Settings {
             actions: raw.actions,
             pull_secrets: raw.pull_secrets,
+            time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
             exempt_namespaces,
             exempt_images,
         })
@@ -370,6 +418,21 @@ mod tests {
             serde_json::from_slice(&validate_settings_payload(b"\xff{")).unwrap();
         assert_eq!(garbage["valid"], json!(false));
         assert!(garbage["message"].as_str().unwrap().contains("not JSON"));
+    }
+
+    #[test]
+    fn time_budget_is_bounded_and_named() {
+        let default = Settings::from_value(&json!({})).unwrap();
+        assert_eq!(
+            default.time_budget.as_millis(),
+            u128::from(DEFAULT_TIME_BUDGET_MS)
+        );
+        let set = Settings::from_value(&json!({"timeBudgetMs": 5000})).unwrap();
+        assert_eq!(set.time_budget.as_millis(), 5000);
+        for bad in [json!(0), json!(30_001), json!(-1), json!("1s")] {
+            let message = error(json!({"timeBudgetMs": bad}));
+            assert!(message.contains("timeBudgetMs"), "{message}");
+        }
     }
 
     #[test]

@@ -387,3 +387,54 @@ fn pods_with_a_thousand_containers_and_huge_images_decide() {
     assert_eq!(host.digest_calls().len(), 1001);
     assert!(message(&response).contains("repository name must not be more than 255 characters"));
 }
+
+#[test]
+fn the_time_budget_stops_new_lookups_and_says_so() {
+    // Each call takes 400 ms on the simulated clock; 1000 ms buys three lookups (0, 400, 800).
+    let mut request = fixture("pod-create.json");
+    let containers: Vec<Value> = (0..6)
+        .map(|i| json!({"name": format!("c{i}"), "image": format!("registry.example.com/slow{i}:1")}))
+        .collect();
+    request["object"]["spec"]["containers"] = json!(containers);
+    request["object"]["spec"]["initContainers"] = json!([]);
+    let mut host = cluster().with_latency(std::time::Duration::from_millis(400));
+    for i in 0..6 {
+        host = host.with_digest(&format!("registry.example.com/slow{i}:1"), DIGEST);
+    }
+    let response = run(&request, json!({"timeBudgetMs": 1000}), &host);
+    assert_eq!(host.digest_calls().len(), 3, "{:?}", host.calls());
+    assert_eq!(response["accepted"], true, "unreachable warns by default");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings.iter().all(|w| w.contains(
+        "registry unreachable on registry registry.example.com; allowed (actions.unreachable: warn): not checked in time: the policy's time budget of 1000 ms (timeBudgetMs) was spent"
+    )), "{warnings:?}");
+
+    let strict = run(
+        &request,
+        json!({"timeBudgetMs": 1000, "actions": {"unreachable": "reject"}}),
+        &cluster().with_latency(std::time::Duration::from_millis(400)),
+    );
+    assert_eq!(strict["accepted"], false);
+    assert!(message(&strict).contains("not checked in time"));
+}
+
+#[test]
+fn credentialed_batches_get_the_remaining_budget_as_their_time_out() {
+    // Reading the ServiceAccount takes 400 ms of the 1500 ms budget: 1100 ms remain.
+    let host = cluster()
+        .with_latency(std::time::Duration::from_millis(400))
+        .with_private_image(APP, &[], DIGEST)
+        .with_private_image(MIGRATE, &[], DIGEST)
+        .with_private_image(BUSYBOX, &[], DIGEST);
+    let settings = json!({"pullSecrets": {"credentialedLookups": true}});
+    let response = run(&fixture("deployment-create.json"), settings, &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert_eq!(
+        host.calls(),
+        [
+            "get ServiceAccount team-a/default",
+            "resolve 3 within 1100ms"
+        ]
+    );
+}

@@ -117,7 +117,10 @@ fn pod_secrets_are_used_for_credentialed_lookups_in_one_batch() {
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     assert!(response["warnings"].is_null(), "{response}");
-    assert_eq!(host.calls(), ["get Secret team-a/regcred", "resolve 3"]);
+    assert_eq!(
+        host.calls(),
+        ["get Secret team-a/regcred", "resolve 3 within 1500ms"]
+    );
 }
 
 #[test]
@@ -162,7 +165,7 @@ fn templates_use_their_service_accounts_secrets() {
         [
             "get ServiceAccount team-a/builder",
             "get Secret team-a/from-sa",
-            "resolve 3"
+            "resolve 3 within 1500ms"
         ]
     );
 }
@@ -196,7 +199,10 @@ fn a_templates_own_secrets_replace_the_service_accounts() {
         ));
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
-    assert_eq!(host.calls(), ["get Secret team-a/own", "resolve 3"]);
+    assert_eq!(
+        host.calls(),
+        ["get Secret team-a/own", "resolve 3 within 1500ms"]
+    );
 }
 
 #[test]
@@ -207,7 +213,7 @@ fn pods_never_read_their_service_account() {
     run(&request, credentialed(), &host);
     assert_eq!(
         host.calls(),
-        ["resolve 3"],
+        ["resolve 3 within 1500ms"],
         "the SA plugin already ran for Pods"
     );
 }
@@ -313,7 +319,7 @@ fn credentialed_lookups_fall_back_on_a_stock_host_and_say_so() {
     ));
     let response = run(&request, credentialed(), &host);
     let calls = host.calls();
-    assert_eq!(calls[1], "resolve 3");
+    assert_eq!(calls[1], "resolve 3 within 1500ms");
     assert_eq!(host.digest_calls().len(), 3);
     let warnings = warnings(&response);
     assert!(warnings[0].starts_with("credentialed lookups (oci/v1/resolve_images) are not available here (unknown operation: v1/resolve_images)"), "{warnings:?}");
