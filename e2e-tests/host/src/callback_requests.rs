@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::resolve_images::ImageLookup;
+
 /// One request a guest can make through a host capability that needs the
 /// "outside world" (registry, cluster). `tracing/log` is not one of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +29,14 @@ pub enum CallbackRequestType {
     OciManifestAndConfig {
         /// The image reference exactly as the guest wrote it.
         image: String,
+    },
+    /// `oci/v1/resolve_images` (this project's proposal, opt-in): lookups
+    /// with the guest's credentials, recorded as `<redacted>`.
+    OciResolveImages {
+        /// Images and the credentials to try for each.
+        lookups: Vec<ImageLookup>,
+        /// Longest time for one lookup, in milliseconds.
+        timeout_ms: u64,
     },
     /// `kubernetes/list_resources_by_namespace`.
     KubernetesListResourceNamespace {

@@ -13,6 +13,7 @@ use crate::callback_requests::{
     CallbackRequestType, GetResourceRequest, ListAllResourcesRequest,
     ListResourcesByNamespaceRequest,
 };
+use crate::resolve_images::ResolveImagesRequest;
 
 /// What wapc expects a host callback to return.
 pub type HostCallbackResult = Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>>;
@@ -33,6 +34,7 @@ pub trait Backend: Send {
 pub struct HostCapabilities {
     allow_list: HostCapabilitiesAllowList,
     kubernetes_access: KubernetesAccess,
+    resolve_images: bool,
     backend: Mutex<Box<dyn Backend>>,
 }
 
@@ -50,8 +52,16 @@ impl HostCapabilities {
         Self {
             allow_list,
             kubernetes_access,
+            resolve_images: false,
             backend: Mutex::new(backend),
         }
+    }
+
+    /// Offer `oci/v1/resolve_images` (the project's proposal); a stock host
+    /// answers `unknown operation`, which is the default here too.
+    pub fn with_resolve_images(mut self, enabled: bool) -> Self {
+        self.resolve_images = enabled;
+        self
     }
 
     /// Entry point registered with wapc for every `host_call` of the guest.
@@ -100,6 +110,14 @@ impl HostCapabilities {
                     "v1/oci_manifest" => CallbackRequestType::OciManifest { image: image()? },
                     "v1/oci_manifest_config" => {
                         CallbackRequestType::OciManifestAndConfig { image: image()? }
+                    }
+                    "v1/resolve_images" if self.resolve_images => {
+                        let request: ResolveImagesRequest = serde_json::from_slice(payload)
+                            .map_err(|e| format!("invalid request: {e}"))?;
+                        CallbackRequestType::OciResolveImages {
+                            lookups: request.lookups,
+                            timeout_ms: request.timeout_ms,
+                        }
                     }
                     _ => return unknown_operation(operation),
                 }
@@ -287,6 +305,32 @@ mod tests {
         let multi = anyhow::anyhow!("c").context("b").context("a");
         assert_eq!(error_chain(&multi), "a\n\nCaused by:\n    0: b\n    1: c");
         assert_eq!(error_chain(&anyhow::anyhow!("alone")), "alone");
+    }
+
+    #[test]
+    fn resolve_images_is_opt_in() {
+        let payload = br#"{"lookups":[{"image":"r/a:1","credentials":[]}],"timeoutMs":1500}"#;
+        let (h, _) = host("*", KubernetesAccess::All);
+        assert_eq!(
+            err(h.host_callback("kubewarden", "oci", "v1/resolve_images", payload)),
+            "unknown operation: v1/resolve_images"
+        );
+        let (h, seen) = host("*", KubernetesAccess::All);
+        let h = h.with_resolve_images(true);
+        assert!(h
+            .host_callback("kubewarden", "oci", "v1/resolve_images", payload)
+            .is_ok());
+        assert!(matches!(
+            &seen.lock().expect("lock")[0],
+            CallbackRequestType::OciResolveImages {
+                timeout_ms: 1500,
+                ..
+            }
+        ));
+        assert!(
+            err(h.host_callback("kubewarden", "oci", "v1/resolve_images", b"{}"))
+                .starts_with("invalid request: ")
+        );
     }
 
     #[test]

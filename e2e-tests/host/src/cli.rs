@@ -74,6 +74,11 @@ pub struct RunArgs {
     #[arg(long = "oci-timeout-secs", default_value_t = 10)]
     pub oci_timeout_secs: u64,
 
+    /// Offer `oci/v1/resolve_images` (docs/credentialed-lookups.md); without
+    /// it the host answers `unknown operation` like a stock policy server.
+    #[arg(long = "enable-resolve-images")]
+    pub enable_resolve_images: bool,
+
     /// Record every host capability exchange into this session file.
     #[arg(
         long = "record-host-capabilities-interactions",

@@ -12,6 +12,7 @@ use crate::callback_requests::CallbackRequestType;
 use crate::capabilities::Backend;
 use crate::cluster::{apply_field_masks, ClusterStore};
 use crate::oci::RegistryClient;
+use crate::resolve_images::{resolve_images, ResolveImagesRequest};
 
 /// Answers requests against real registries and the cluster directory.
 pub struct LiveBackend {
@@ -53,6 +54,20 @@ impl Backend for LiveBackend {
             CallbackRequestType::OciManifestAndConfig { image } => self
                 .runtime
                 .block_on(self.registry.manifest_and_config(image))?,
+            CallbackRequestType::OciResolveImages {
+                lookups,
+                timeout_ms,
+            } => {
+                let request = ResolveImagesRequest {
+                    lookups: lookups.clone(),
+                    timeout_ms: *timeout_ms,
+                };
+                self.runtime.block_on(resolve_images(
+                    &self.registry,
+                    &request,
+                    self.registry.timeout(),
+                ))?
+            }
             CallbackRequestType::KubernetesGetResource {
                 api_version,
                 kind,

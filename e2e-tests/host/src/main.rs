@@ -15,6 +15,7 @@ mod cluster;
 mod live;
 mod metadata;
 mod oci;
+mod resolve_images;
 mod response;
 mod run;
 mod runtime;

@@ -149,11 +149,14 @@ pub fn run(args: &RunArgs, runtime: &Runtime) -> Result<RunOutcome> {
                 None => live,
             }
         };
-    let capabilities = Arc::new(HostCapabilities::new(
-        HostCapabilitiesAllowList::parse(&args.host_capabilities),
-        kubernetes_access(args, metadata.as_ref()),
-        backend,
-    ));
+    let capabilities = Arc::new(
+        HostCapabilities::new(
+            HostCapabilitiesAllowList::parse(&args.host_capabilities),
+            kubernetes_access(args, metadata.as_ref()),
+            backend,
+        )
+        .with_resolve_images(args.enable_resolve_images),
+    );
 
     let policy = PolicyRuntime::new(&module, capabilities.clone())?;
 

@@ -23,6 +23,7 @@ use oci_client::client::{
 };
 use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{self, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use docker_config::DockerConfig;
@@ -237,6 +238,37 @@ impl RegistryClient {
                 let reference = reference.clone();
                 let auth = auth.clone();
                 async move { Ok(client.fetch_manifest_digest(&reference, &auth).await?) }
+            },
+        )
+        .await
+    }
+
+    /// The lookup timeout this client was built with.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// GET the raw manifest of `image` with an explicit `auth` (never the
+    /// Docker config): used by `oci/v1/resolve_images`, whose credentials
+    /// come from the guest. Returns the body and its digest.
+    pub async fn manifest_raw_with_auth(
+        &self,
+        image: &str,
+        auth: RegistryAuth,
+        accept: &'static [&'static str],
+    ) -> Result<(Vec<u8>, String), RegistryError> {
+        let reference = parse_reference(image)?;
+        self.try_with_protocols(
+            reference.registry(),
+            |scheme| manifest_url(scheme, &reference),
+            |client| {
+                let reference = reference.clone();
+                let auth = auth.clone();
+                async move {
+                    let (body, digest) =
+                        client.pull_manifest_raw(&reference, &auth, accept).await?;
+                    Ok((body.to_vec(), digest))
+                }
             },
         )
         .await
