@@ -220,3 +220,22 @@ while time.time() < end:
   [ "$status" -eq 0 ]
   [ "$output" = '{"uid":"u1","allowed":true,"auditAnnotations":null,"warnings":null}' ]
 }
+
+@test "resolve_images: off by default; with the flag, the guest's credentials in order" {
+  lookups=$(jq -cn --arg a "127.0.0.1:$PORT_auth/test/app" --arg d "127.0.0.1:$PORT_down/test/app:v1" '{
+    lookups: [
+      {image: ($a + ":v1"), credentials: [{username: "user", password: "wrong"}, {username: "user", password: "pass"}]},
+      {image: ($a + ":v1"), credentials: []},
+      {image: ($a + ":nope"), credentials: [{username: "user", password: "pass"}]},
+      {image: $d, credentials: []}
+    ], timeoutMs: 1500}')
+  s=$(jq -cn --argjson p "$lookups" '{calls: [{namespace: "oci", operation: "v1/resolve_images", payload: $p}]}')
+  probe "$s"
+  [ "$(result 0)" = "Host error: unknown operation: v1/resolve_images" ]
+  probe "$s" --enable-resolve-images --docker-config-json-path "$BATS_FILE_TMPDIR/docker" \
+    --record-host-capabilities-interactions "$BATS_FILE_TMPDIR/resolve.yml"
+  [ "$(result 0 | jq -r '[.results[].outcome] | join(",")')" = "found,unauthorized,notFound,unreachable" ]
+  [ "$(result 0 | jq -r '.results[2].detail')" = "manifest unknown" ]
+  ! grep -q ': pass$' "$BATS_FILE_TMPDIR/resolve.yml"
+  grep -q 'password: <redacted>' "$BATS_FILE_TMPDIR/resolve.yml"
+}
