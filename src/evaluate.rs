@@ -159,9 +159,9 @@ fn explain_refusal(
         Failure::new(
             FailureKind::Unauthorized,
             format!(
-                "{}; the pod's pull secrets cover {} but this check used the policy server's credentials",
-                failure.detail,
-                reference.registry()
+                "the pod's pull secrets cover {} but this check used the policy server's credentials; {}",
+                reference.registry(),
+                failure.detail
             ),
         )
     }
