@@ -9,12 +9,14 @@ teardown_file() { load lib/common; scenario_teardown_file; }
 setup() { load lib/common; require_host; }
 
 @test "private image, host without credentials: admitted with a 'not authorized' warning" {
+  # The pod has no pull secret either: the default answer is "no pull secret covers" (see
+  # 25-pull-secrets.bats for pods that have one).
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
   run -0 --separate-stderr policy_run "$req"
   assert_allowed
   assert_warning_count 1
   assert_warning_contains "container \"app\"" "$REG_AUTH/private/app:v1" \
-    "not authorized on registry $REG_AUTH" "actions.unauthorized is warn"
+    "not authorized on registry $REG_AUTH" "actions.uncoveredRegistry"
 }
 
 @test "private image, host given a Docker config: resolved, no warning" {
@@ -48,9 +50,9 @@ setup() { load lib/common; require_host; }
   assert_message_contains "container \"app\"" "$REG_AUTH/private/app:no-such-tag" "not found on registry $REG_AUTH"
 }
 
-@test "actions.unauthorized=reject turns the warning into a rejection" {
+@test "actions.uncoveredRegistry=reject turns the warning into a rejection" {
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
-  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/reject-unauthorized.json"
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/reject-uncovered.json"
   assert_rejected
   assert_message_contains "container \"app\"" "not authorized on registry $REG_AUTH" "imagePullSecret"
   assert_warning_count 0
@@ -78,5 +80,5 @@ setup() { load lib/common; require_host; }
   run -0 --separate-stderr policy_run "$req" --sources-path "$sources"
   assert_allowed
   assert_warning_count 1
-  assert_warning_contains "container \"app\"" "registry unreachable on registry $REG_TLS" "actions.unreachable is warn"
+  assert_warning_contains "container \"app\"" "registry unreachable on registry $REG_TLS" "actions.unreachable"
 }

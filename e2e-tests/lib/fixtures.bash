@@ -143,3 +143,41 @@ write_docker_config() {
   jq -n --arg h "$2" --arg a "$(printf '%s:%s' "$3" "$4" | base64 -w0)" '{auths: {($h): {auth: $a}}}' >"$dir/config.json"
   printf '%s\n' "$dir"
 }
+
+# write_cluster_dir NAME: a --cluster-dir standing for the cluster the requests come from:
+# namespaces team-a and team-b, each with its `default` ServiceAccount (no imagePullSecrets),
+# in $E2E_WORK/cluster/NAME; prints it. Add objects with cluster_add.
+write_cluster_dir() {
+  local dir ns
+  dir="$(e2e_workdir)/cluster/$1"
+  mkdir -p "$dir"
+  for ns in team-a team-b; do
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" \
+      "  name: default" "  namespace: $ns"
+  done >"$dir/00-service-accounts.yaml"
+  printf '%s\n' "$dir"
+}
+
+# cluster_add DIR FILE-NAME: writes the YAML on stdin as DIR/FILE-NAME (one more object file).
+cluster_add() {
+  cat >"$1/$2"
+}
+
+# pull_secret_yaml NAMESPACE NAME HOST:PORT USER PASSWORD: a kubernetes.io/dockerconfigjson
+# Secret with Basic credentials for HOST:PORT, as `kubectl create secret docker-registry` makes.
+pull_secret_yaml() {
+  local config
+  config=$(jq -cn --arg h "$3" --arg u "$4" --arg p "$5" \
+    '{auths: {($h): {username: $u, password: $p, auth: ("\($u):\($p)" | @base64)}}}' | base64 -w0)
+  printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: $2" "  namespace: $1" \
+    "type: kubernetes.io/dockerconfigjson" "data:" "  .dockerconfigjson: $config"
+}
+
+# request_edit_pod_spec FILE JQ-EXPR: applies JQ-EXPR to the pod spec of the request's object
+# (and oldObject), in place, e.g. '.imagePullSecrets = [{name: "regcred"}]'.
+request_edit_pod_spec() {
+  local file=$1 expr=$2
+  jq "$_JQ_PODSPEC"' def edit: if . == null then null else podspec_path as $p | setpath($p; getpath($p) | '"$expr"') end;
+    .request.object |= edit | .request.oldObject |= edit' "$file" >"$file.tmp"
+  mv "$file.tmp" "$file"
+}

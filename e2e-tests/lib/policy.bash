@@ -20,19 +20,30 @@ require_host() {
   skip "$why"
 }
 
-# policy_run REQUEST [HOST OPTIONS...]: evaluates REQUEST with the policy. Unless the options
-# say otherwise, settings are the defaults (scenarios/defaults.json) and the host's
-# sources.yaml is $E2E_SOURCES (the plain-HTTP test registries marked insecure), since the
-# host, like kwctl, speaks HTTPS only to registries that are not listed there.
+# policy_run REQUEST [HOST OPTIONS...]: evaluates REQUEST with the policy, as a
+# ClusterAdmissionPolicy with its contextAwareResources granted would be. Unless the options
+# say otherwise: default settings (scenarios/defaults.json); the cluster is $E2E_CLUSTER (the
+# namespaces' default ServiceAccounts, see write_cluster_dir); the host's sources.yaml is
+# $E2E_SOURCES (the plain-HTTP test registries marked insecure), since the host, like kwctl,
+# speaks HTTPS only to registries not listed there. Set E2E_NO_CONTEXT=1 to deny Kubernetes reads.
 policy_run() {
   local request=$1
   shift
   local -a opts=("$@")
-  if [[ " ${opts[*]} " != *" --settings-json "* && " ${opts[*]} " != *" --settings-path "* ]]; then
+  local given=" ${opts[*]} "
+  if [[ "$given" != *" --settings-json "* && "$given" != *" --settings-path "* ]]; then
     opts+=(--settings-path "$SCENARIOS_DIR/defaults.json")
   fi
-  if [[ " ${opts[*]} " != *" --sources-path "* && " ${opts[*]} " != *" --replay-host-capabilities-interactions "* && -n "${E2E_SOURCES:-}" ]]; then
-    opts+=(--sources-path "$E2E_SOURCES")
+  if [[ -z "${E2E_NO_CONTEXT:-}" && "$given" != *" --allow-context-aware "* ]]; then
+    opts+=(--allow-context-aware)
+  fi
+  if [[ "$given" != *" --replay-host-capabilities-interactions "* ]]; then
+    if [[ -z "${E2E_NO_CONTEXT:-}" && "$given" != *" --cluster-dir "* && -n "${E2E_CLUSTER:-}" ]]; then
+      opts+=(--cluster-dir "$E2E_CLUSTER")
+    fi
+    if [[ "$given" != *" --sources-path "* && -n "${E2E_SOURCES:-}" ]]; then
+      opts+=(--sources-path "$E2E_SOURCES")
+    fi
   fi
   "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}"
 }

@@ -3,8 +3,8 @@
 # images, so `local_request` can turn any fixture into a request that only touches loopback.
 
 # scenario_setup_file: for bats `setup_file`. Starts the anonymous, auth and TLS registries,
-# pushes the standard images, picks a port where nothing listens (REG_DOWN) and writes the
-# host's sources.yaml (E2E_SOURCES). Does nothing when the host is not built.
+# pushes the standard images, picks a port where nothing listens (REG_DOWN), writes the
+# host's sources.yaml (E2E_SOURCES) and the cluster's objects (E2E_CLUSTER). Does nothing when the host is not built.
 scenario_setup_file() {
   host_ready || return 0
   registry_start anon
@@ -31,7 +31,8 @@ scenario_setup_file() {
   push_image "$(build_image secure)" tls secure/app:v1
 
   E2E_SOURCES=$(write_sources_yaml default --insecure "$REG_ANON" --insecure "$REG_AUTH" --insecure "$REG_DOWN")
-  export E2E_SOURCES
+  E2E_CLUSTER=$(write_cluster_dir default)
+  export E2E_SOURCES E2E_CLUSTER
 }
 
 # scenario_teardown_file: for bats `teardown_file`; fails if a registry survived.

@@ -5,7 +5,7 @@
 # rewritten to fixed addresses (127.0.0.1:5000 anonymous, :5001 auth, :5999 down), which a
 # replay never contacts. Replay one with kwctl or the test host:
 #   kwctl run --request-path sessions/missing-tag.request.json \
-#     --settings-path scenarios/defaults.json \
+#     --settings-path scenarios/defaults.json --allow-context-aware \
 #     --replay-host-capabilities-interactions sessions/missing-tag.yml policy.wasm
 set -euo pipefail
 
@@ -21,6 +21,25 @@ trap cleanup EXIT
 host_ready || { echo "build the policy and e2e-tests/host first" >&2; exit 1; }
 scenario_setup_file
 
+# port_of HOST:PORT: the port.
+port_of() { printf '%s\n' "${1##*:}"; }
+
+# The policy looks images up in the sorted order of their references, and a replay expects
+# the recorded order: the random ports must sort like the fixed ones they become
+# (anonymous < auth < down), or the rewritten session would list its exchanges out of order.
+while (($(port_of "$REG_AUTH") <= $(port_of "$REG_ANON"))); do
+  registry_stop auth
+  registry_start auth
+done
+push_image "$(build_image private)" auth private/app:v1
+while (($(port_of "$REG_DOWN") <= $(port_of "$REG_AUTH"))); do
+  REG_DOWN="127.0.0.1:$(unused_port)"
+done
+E2E_SOURCES=$(write_sources_yaml recording --insecure "$REG_ANON" --insecure "$REG_AUTH" --insecure "$REG_DOWN")
+for port in "$REG_ANON" "$REG_AUTH" "$REG_DOWN"; do
+  ((${#port} == ${#REG_ANON})) || { echo "record.sh: ports of different lengths: $REG_ANON $REG_AUTH $REG_DOWN" >&2; exit 1; }
+done
+
 # record NAME FIXTURE [EDIT...]: records one scenario with the default settings.
 record() {
   local name=$1 fixture=$2 req
@@ -31,6 +50,11 @@ record() {
   normalise <"$E2E_WORK/$name.yml" >"$here/$name.yml"
   policy_run "$here/$name.request.json" \
     --replay-host-capabilities-interactions "$here/$name.yml" | jq . >"$here/$name.response.json"
+  if grep -q 'Replay error' "$here/$name.response.json"; then
+    echo "record.sh: the rewritten session $name does not replay:" >&2
+    cat "$here/$name.response.json" >&2
+    exit 1
+  fi
   echo "recorded $name: $(response_summary "$(cat "$here/$name.response.json")")"
 }
 
