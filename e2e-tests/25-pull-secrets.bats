@@ -135,3 +135,39 @@ no_secret_leak() {
   assert_warning_count 1
   assert_warning_contains "pull secrets were not consulted"
 }
+
+@test "credentialedLookups on a host with oci/v1/resolve_images: the pod's own secret reads the private image" {
+  pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | cluster_add "$E2E_CLUSTER" 10-secret.yaml
+  req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1" "sidecar=$REG_AUTH/private/app:no-such-tag")
+  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/credentialed-lookups.json" --enable-resolve-images
+  # app resolves with the pod's credentials; the missing tag is a proven 404 behind them
+  assert_rejected
+  assert_message_contains "container \"sidecar\"" "$REG_AUTH/private/app:no-such-tag" "not found on registry $REG_AUTH"
+  assert_message_lacks "container \"app\""
+  assert_warning_count 0
+  no_secret_leak
+}
+
+@test "credentialedLookups with a wrong password in the pod's secret: 'the pod's pull secrets were refused'" {
+  pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" not-the-password | cluster_add "$E2E_CLUSTER" 10-secret.yaml
+  req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
+  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/credentialed-lookups.json" --enable-resolve-images
+  assert_allowed
+  assert_warning_contains "container \"app\"" "not authorized on registry $REG_AUTH" "actions.unauthorized" \
+    "the pod's pull secrets for $REG_AUTH were refused"
+  [[ "$output" != *not-the-password* ]] || _fail_with "the password leaked"
+}
+
+@test "credentialedLookups: recorded sessions redact the credentials" {
+  pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | cluster_add "$E2E_CLUSTER" 10-secret.yaml
+  req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
+  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/credentialed-lookups.json" \
+    --enable-resolve-images --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_warning_count 0
+  run -0 grep -c 'ResolveImages\|resolve_images' "$BATS_TEST_TMPDIR/session.yml"
+  run ! grep -F -e "$REG_AUTH_PASSWORD" "$BATS_TEST_TMPDIR/session.yml"
+}

@@ -49,3 +49,38 @@ setup() { load lib/common; require_host; }
   assert_allowed
   assert_warning_contains "container \"app\"" "not found on registry $REG_ANON" "actions.absent"
 }
+
+@test "a registry that accepts and never answers: the lookup times out into an 'unreachable' warning" {
+  command -v python3 >/dev/null || skip "python3 is needed for the silent listener"
+  blackhole_start
+  sources=$(write_sources_yaml blackhole --insecure "$REG_BLACKHOLE")
+  req=$(local_request deployment-create.json "app=$REG_BLACKHOLE/team/app:1.4.2" init-schema.remove sidecar.remove)
+  local started=$SECONDS
+  run -0 --separate-stderr policy_run "$req" --sources-path "$sources" --oci-timeout-secs 2
+  local elapsed=$((SECONDS - started))
+  registry_stop blackhole
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "container \"app\"" "registry unreachable on registry $REG_BLACKHOLE" "actions.unreachable"
+  ((elapsed < 20)) || _fail_with "took ${elapsed}s with a 2 s time-out"
+}
+
+@test "a hung registry spends the time budget: later lookups are reported as not checked, not waited for" {
+  command -v python3 >/dev/null || skip "python3 is needed for the silent listener"
+  blackhole_start
+  sources=$(write_sources_yaml blackhole --insecure "$REG_BLACKHOLE")
+  # Lookups run in the order of the references: a/… first (hangs), then b/… and c/….
+  req=$(local_request deployment-create.json "init-schema=$REG_BLACKHOLE/a/migrate:1" \
+    "app=$REG_BLACKHOLE/b/app:1" "sidecar=$REG_BLACKHOLE/c/busybox:1")
+  local started=$SECONDS
+  run -0 --separate-stderr policy_run "$req" --sources-path "$sources" --oci-timeout-secs 2
+  local elapsed=$((SECONDS - started))
+  registry_stop blackhole
+  assert_allowed
+  assert_warning_count 3
+  assert_warning_contains "init container \"init-schema\"" "registry unreachable" "timed out"
+  assert_warning_contains "container \"app\"" "not checked in time" "timeBudgetMs"
+  assert_warning_contains "container \"sidecar\"" "not checked in time"
+  # one time-out, not three
+  ((elapsed < 15)) || _fail_with "took ${elapsed}s: the later lookups were waited for"
+}

@@ -176,3 +176,33 @@ registry_pids() {
 
 # unused_port: a loopback port where nothing listens, for "registry down" scenarios.
 unused_port() { free_port; }
+
+# blackhole_start [NAME]: a "registry" that accepts connections and never answers, as a hung
+# or firewalled registry does; exports REG_BLACKHOLE (or REG_<NAME>). Needs python3. Stopped
+# by registry_stop / registry_stop_all like the real ones.
+blackhole_start() {
+  local name=${1:-blackhole} dir port pid var
+  dir="$(e2e_workdir)/registries/$name"
+  mkdir -p "$dir"
+  port=$(free_port)
+  python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+held = []
+while True:
+    conn, _ = s.accept()
+    held.append(conn)  # keep it open, say nothing
+' "$port" >"$dir/blackhole.log" 2>&1 3>&- &
+  pid=$!
+  echo "$pid" >"$dir/pid"
+  wait_until 5 port_listening "$port" || { registry_kill "$pid"; echo "blackhole_start: no listener" >&2; return 1; }
+  var="REG_$(tr '[:lower:]-' '[:upper:]_' <<<"$name")"
+  printf -v "$var" '%s' "127.0.0.1:$port"
+  export "${var?}"
+}
+
+# port_listening PORT: something accepts connections on 127.0.0.1:PORT.
+port_listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""A misbehaving registry (or a slow path to a real one) for the fault-injection tests.
+
+Listens on 127.0.0.1 only, on a port the kernel picks (written to --port-file once
+listening, so a caller never races for a port), and serves until it gets SIGTERM. Modes:
+
+  delay        TCP proxy to --upstream HOST:PORT; every chunk the client sends is held
+               --delay-ms before it is forwarded, i.e. each HTTP request costs that much
+               extra. TLS handshake records (first byte 0x16) pass undelayed: they are the
+               host's HTTPS probes of a plain-HTTP registry, answered at once by the real
+               registry, and delaying them would only multiply the latency per lookup.
+  hang         accepts connections, reads what the client sends, never answers.
+  reset        reads the request, then closes the connection with an RST.
+  status       answers every request with --status (e.g. 500, 503, 429) and a registry
+               style JSON error body; --retry-after S adds a Retry-After header.
+  html         answers every request with --status (default 502) and an HTML body: an
+               error that is not JSON (a proxy's or load balancer's page).
+  notmanifest  answers 200 everywhere; the manifest is a JSON document that is no image
+               manifest (and HEAD carries no Docker-Content-Digest).
+  tls          HTTPS with --cert/--key (a certificate for another name), then 200s.
+
+Only the standard library: it runs wherever python3 does.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import ssl
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def log(args, text):
+    """One line per event on stderr (the tests keep it as the proxy's log)."""
+    print(f"fault_proxy[{args.mode}]: {text}", file=sys.stderr, flush=True)
+
+
+def listen():
+    """A listening socket on a kernel-chosen loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+def announce(args, port):
+    """Write the port atomically, so a reader never sees a partial number."""
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{port}\n")
+    os.replace(tmp, args.port_file)
+    log(args, f"listening on 127.0.0.1:{port}")
+
+
+def pump(src, dst, delay):
+    """Copy src to dst until EOF; each client chunk (not a TLS record) waits `delay` s."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            if delay and data[0] != 0x16:
+                time.sleep(delay)
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def serve_tcp(args, handle):
+    """Accept loop for the raw TCP modes; one thread per connection."""
+    server = listen()
+    announce(args, server.getsockname()[1])
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+def run_delay(args):
+    host, port = args.upstream.rsplit(":", 1)
+    if host not in ("127.0.0.1", "localhost"):
+        sys.exit("fault_proxy: --upstream must be on loopback")
+    delay = args.delay_ms / 1000.0
+
+    def handle(client):
+        try:
+            upstream = socket.create_connection((host, int(port)), timeout=10)
+            upstream.settimeout(None)
+        except OSError as e:
+            log(args, f"upstream unreachable: {e}")
+            client.close()
+            return
+        log(args, "connection")
+        threading.Thread(target=pump, args=(upstream, client, 0), daemon=True).start()
+        pump(client, upstream, delay)
+
+    serve_tcp(args, handle)
+
+
+held = []  # hang mode: connections kept open (and unanswered) until the process ends
+
+
+def run_hang(args):
+    def handle(conn):
+        held.append(conn)
+        log(args, "connection held, never answered")
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    serve_tcp(args, handle)
+
+
+def run_reset(args):
+    def handle(conn):
+        conn.settimeout(2)
+        try:
+            conn.recv(65536)
+        except OSError:
+            pass
+        # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+        log(args, "connection reset")
+
+    serve_tcp(args, handle)
+
+
+def http_handler(args):
+    """The request handler of the HTTP modes (status, html, notmanifest, tls)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "fault-proxy"
+
+        def log_message(self, fmt, *fargs):
+            log(args, fmt % fargs)
+
+        def answer(self, code, body, content_type, headers=()):
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def reply(self):
+            mode = args.mode
+            if mode == "status":
+                headers = [("Retry-After", str(args.retry_after))] if args.retry_after else []
+                body = json.dumps({"errors": [{
+                    "code": "UNAVAILABLE" if args.status != 429 else "TOOMANYREQUESTS",
+                    "message": f"injected fault: status {args.status}",
+                }]}).encode()
+                self.answer(args.status, body, "application/json", headers)
+            elif mode == "html":
+                body = (b"<html><head><title>Bad Gateway</title></head><body>"
+                        b"<h1>Bad Gateway</h1><p>upstream sent nothing usable</p></body></html>")
+                self.answer(args.status or 502, body, "text/html")
+            elif mode == "notmanifest" and "/manifests/" in self.path:
+                body = json.dumps({"hello": "this is not an image manifest"}).encode()
+                self.answer(200, body, "application/vnd.oci.image.manifest.v1+json")
+            else:  # /v2/ of notmanifest, everything of tls
+                self.answer(200, b"{}", "application/json")
+
+        do_GET = do_HEAD = do_POST = do_PUT = reply
+
+    return Handler
+
+
+def run_http(args):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), http_handler(args))
+    server.daemon_threads = True
+    if args.mode == "tls":
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.cert, args.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    announce(args, server.server_address[1])
+    server.serve_forever()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", required=True,
+                        choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls"])
+    parser.add_argument("--port-file", required=True, help="where to write the chosen port")
+    parser.add_argument("--upstream", help="delay: HOST:PORT of the real registry")
+    parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--status", type=int, default=0)
+    parser.add_argument("--retry-after", type=int, default=0)
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
+    args = parser.parse_args()
+    # SIGTERM ends the process at once, dropping held connections.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if args.mode == "delay":
+        if not args.upstream:
+            parser.error("--mode delay needs --upstream")
+        run_delay(args)
+    elif args.mode == "hang":
+        run_hang(args)
+    elif args.mode == "reset":
+        run_reset(args)
+    else:
+        if args.mode == "status" and not args.status:
+            parser.error("--mode status needs --status")
+        if args.mode == "tls" and not (args.cert and args.key):
+            parser.error("--mode tls needs --cert and --key")
+        run_http(args)
+
+
+if __name__ == "__main__":
+    main()
