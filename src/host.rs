@@ -24,6 +24,15 @@ pub trait Host {
     /// `kubernetes/get_resource`: one object from the cluster.
     fn get_resource(&self, request: &ResourceRequest) -> Result<Value, String>;
 
+    /// `oci/v1/oci_manifest`: the manifest or index `reference` names.
+    fn oci_manifest(&self, reference: &str) -> Result<Value, String>;
+
+    /// `oci/v1/oci_manifest_config`: an image manifest with its config (for its platform).
+    fn oci_manifest_config(&self, reference: &str) -> Result<Value, String>;
+
+    /// `kubernetes/list_resources_all`: every object of a cluster-wide kind (Nodes).
+    fn list_resources_all(&self, request: &ListAllRequest) -> Result<Value, String>;
+
     /// Monotonic time since an arbitrary origin: the policy's time budget is measured with it
     /// (the WASI clock under a real host, a simulated one in tests).
     fn now(&self) -> Duration;
@@ -65,6 +74,21 @@ impl ResourceRequest {
             field_masks: Some(fields.iter().map(|f| (*f).to_owned()).collect()),
         }
     }
+}
+
+/// The request of `kubernetes/list_resources_all`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListAllRequest {
+    /// `v1` for Nodes.
+    pub api_version: String,
+    /// `Node`.
+    pub kind: String,
+    /// A label selector, if any.
+    pub label_selector: Option<String>,
+    /// A field selector, if any.
+    pub field_selector: Option<String>,
+    /// Dot paths the host keeps in each item.
+    pub field_masks: Option<Vec<String>>,
 }
 
 /// The request of `oci/v1/resolve_images`.
@@ -197,6 +221,18 @@ impl Host for WapcHost {
         self.call("kubernetes", "get_resource", request)
     }
 
+    fn oci_manifest(&self, reference: &str) -> Result<Value, String> {
+        self.call("oci", "v1/oci_manifest", &reference)
+    }
+
+    fn oci_manifest_config(&self, reference: &str) -> Result<Value, String> {
+        self.call("oci", "v1/oci_manifest_config", &reference)
+    }
+
+    fn list_resources_all(&self, request: &ListAllRequest) -> Result<Value, String> {
+        self.call("kubernetes", "list_resources_all", request)
+    }
+
     fn resolve_images(
         &self,
         request: &ResolveImagesRequest,
@@ -216,6 +252,9 @@ pub struct InMemoryHost {
     resource_error: Option<String>,
     /// Per image: the credential usernames that may see it (empty: public), and its digest.
     credentialed: Option<HashMap<String, (Vec<String>, String)>>,
+    manifests: HashMap<String, Value>,
+    configs: HashMap<String, Value>,
+    nodes: Option<Value>,
     latency: Duration,
     clock: Cell<Duration>,
     calls: RefCell<Vec<String>>,
@@ -275,6 +314,24 @@ impl InMemoryHost {
         self
     }
 
+    /// Serves `manifest` (an image manifest or an index) for `reference`.
+    pub fn with_manifest(mut self, reference: &str, manifest: Value) -> Self {
+        self.manifests.insert(reference.to_owned(), manifest);
+        self
+    }
+
+    /// Serves `config` (an image config with `os`/`architecture`) with the manifest of `reference`.
+    pub fn with_config(mut self, reference: &str, config: Value) -> Self {
+        self.configs.insert(reference.to_owned(), config);
+        self
+    }
+
+    /// Serves `nodes` (a `NodeList`) for `list_resources_all` of Nodes.
+    pub fn with_nodes(mut self, nodes: Value) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
     /// Makes every registry and Kubernetes call take `latency` on the simulated clock.
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
@@ -305,6 +362,31 @@ impl InMemoryHost {
 impl Host for InMemoryHost {
     fn now(&self) -> Duration {
         self.clock.get()
+    }
+
+    fn oci_manifest(&self, reference: &str) -> Result<Value, String> {
+        self.record(format!("manifest {reference}"));
+        self.manifests.get(reference).cloned().ok_or_else(|| {
+            format!("error invoking host capability oci.oci_manifest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://{reference}, envelope: OCI API errors: [OCI API error: manifest unknown]")
+        })
+    }
+
+    fn oci_manifest_config(&self, reference: &str) -> Result<Value, String> {
+        self.record(format!("config {reference}"));
+        match (self.manifests.get(reference), self.configs.get(reference)) {
+            (Some(manifest), Some(config)) => Ok(serde_json::json!({"manifest": manifest, "digest": "", "config": config})),
+            _ => Err(format!("error invoking host capability oci.oci_manifest_config: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://{reference}, envelope: OCI API errors: [OCI API error: manifest unknown]")),
+        }
+    }
+
+    fn list_resources_all(&self, request: &ListAllRequest) -> Result<Value, String> {
+        self.record(format!("list {}", request.kind));
+        if let Some(error) = &self.resource_error {
+            return Err(error.clone());
+        }
+        Ok(self.nodes.clone().unwrap_or_else(
+            || serde_json::json!({"apiVersion": "v1", "kind": "NodeList", "items": []}),
+        ))
     }
 
     fn manifest_digest(&self, reference: &str) -> Result<String, String> {

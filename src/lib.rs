@@ -6,8 +6,11 @@
 
 pub mod admission;
 pub mod credentials;
+pub mod custom_kinds;
 pub mod evaluate;
 pub mod host;
+pub mod mirrors;
+pub mod platforms;
 pub mod pull_secrets;
 pub mod reference;
 pub mod registry;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::credentials::{parse_pull_secret, Keyring};
 use crate::host::{Host, ResourceRequest};
 use crate::verdict::{summarise, Failure, FailureKind};
-use crate::workload::{PodSpecView, WorkloadKind};
+use crate::workload::PodSpecView;
 
 /// Where the pod's list of pull secrets came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,14 +64,15 @@ const SERVICE_ACCOUNT_FIELDS: &[&str] = &["imagePullSecrets"];
 const SECRET_FIELDS: &[&str] = &["type", "data"];
 
 /// Reads the pull secrets the kubelet would use for pods of `spec` in `namespace`.
+/// `admitted_pod` is true for a Pod, which the ServiceAccount plugin has already completed.
 pub fn resolve(
-    kind: WorkloadKind,
+    admitted_pod: bool,
     spec: &PodSpecView,
     namespace: &str,
     host: &impl Host,
 ) -> PullSecrets {
     let mut result = PullSecrets::default();
-    let (names, origin) = if kind == WorkloadKind::Pod || !spec.image_pull_secrets.is_empty() {
+    let (names, origin) = if admitted_pod || !spec.image_pull_secrets.is_empty() {
         (spec.image_pull_secrets.clone(), SecretOrigin::PodSpec)
     } else {
         let account = spec.service_account_name.as_deref().unwrap_or("default");

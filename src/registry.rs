@@ -1,13 +1,14 @@
-//! Registry lookups and their verdicts: one per distinct reference, either with the policy
-//! server's credentials (`oci/v1/manifest_digest`, on every host) or, where the host offers
-//! it and the operator enabled it, with the pods' own credentials in one batch
-//! (`oci/v1/resolve_images`).
+//! Registry lookups and their verdicts: one per distinct location, either with the policy
+//! server's credentials (`oci/v1/manifest_digest`, on every host) or, where the host offers it
+//! and the operator enabled it, with each pod's own credentials in one batch
+//! (`oci/v1/resolve_images`); and the verdict of a mirror chain from its locations' verdicts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::credentials::Keyring;
 use crate::host::{Host, ImageLookup, ImageResolution, ResolveImagesRequest};
+use crate::mirrors::Location;
 use crate::reference::ImageReference;
 use crate::verdict::{classify_host_error, summarise, Failure, FailureKind, Verdict};
 
@@ -33,113 +34,153 @@ impl Budget {
         self.deadline.saturating_sub(host.now())
     }
 
-    /// The verdict of an image the budget left no time for.
-    fn not_checked(&self) -> Verdict {
-        Verdict::Failed(Failure::new(
+    /// True when no new host call should start.
+    pub fn is_spent(&self, host: &impl Host) -> bool {
+        self.remaining(host).is_zero()
+    }
+
+    /// The failure of a check the budget left no time for.
+    pub fn not_checked(&self) -> Failure {
+        Failure::new(
             FailureKind::Unreachable,
             format!(
                 "not checked in time: the policy's time budget of {} ms (timeBudgetMs) was spent on earlier lookups",
                 self.limit.as_millis()
             ),
-        ))
+        )
     }
 }
 
-/// Verdicts by lookup reference, and a note when the credentialed path was unavailable.
+/// One location to look up, with the index of the pod spec whose credentials apply.
+#[derive(Debug, Clone, Copy)]
+pub struct LookupRequest<'a> {
+    /// The image at that location.
+    pub reference: &'a ImageReference,
+    /// Which pod spec (index into the keyrings) the image belongs to.
+    pub unit: usize,
+}
+
+/// Verdicts of every location looked up.
 #[derive(Debug, Default)]
 pub struct Lookups {
-    /// One verdict per distinct lookup reference.
-    pub verdicts: BTreeMap<String, Verdict>,
+    verdicts: BTreeMap<(Option<usize>, String), Verdict>,
+    credentialed: bool,
     /// Why credentialed lookups were not used although enabled.
     pub fallback: Option<String>,
 }
 
-/// Looks up every distinct reference once. `keyring` is `Some` only when credentialed lookups
-/// are enabled; if the host cannot do them, the stock capability answers instead.
-pub fn look_up<'a>(
-    references: impl IntoIterator<Item = &'a ImageReference>,
-    keyring: Option<&Keyring>,
+impl Lookups {
+    /// The verdict for `reference` looked up for pod spec `unit`.
+    pub fn verdict(&self, unit: usize, reference: &ImageReference) -> Option<&Verdict> {
+        self.verdicts.get(&(
+            self.credentialed.then_some(unit),
+            reference.lookup_reference(),
+        ))
+    }
+
+    /// True when the verdicts came from the pods' own credentials.
+    pub fn used_pod_credentials(&self) -> bool {
+        self.credentialed
+    }
+}
+
+/// Looks up every distinct location once. With `keyrings` (one per pod spec), through the
+/// credentialed capability; if the host cannot do it, the stock capability answers instead.
+pub fn look_up(
+    requests: &[LookupRequest<'_>],
+    keyrings: Option<&[&Keyring]>,
     budget: &Budget,
     host: &impl Host,
 ) -> Lookups {
-    let mut distinct: BTreeMap<String, &ImageReference> = BTreeMap::new();
-    for reference in references {
-        distinct
-            .entry(reference.lookup_reference())
-            .or_insert(reference);
-    }
     let mut lookups = Lookups::default();
-    if let Some(keyring) = keyring {
-        match resolve_with_credentials(&distinct, keyring, budget, host) {
+    if let Some(keyrings) = keyrings {
+        match resolve_with_credentials(requests, keyrings, budget, host) {
             Ok(verdicts) => {
                 lookups.verdicts = verdicts;
+                lookups.credentialed = true;
                 return lookups;
             }
             Err(reason) => lookups.fallback = Some(reason),
         }
     }
-    lookups.verdicts = distinct
-        .into_keys()
-        .map(|key| {
-            let verdict = if budget.remaining(host).is_zero() {
-                budget.not_checked()
-            } else {
-                match host.manifest_digest(&key) {
-                    Ok(digest) => Verdict::Resolved { digest },
-                    Err(text) => Verdict::Failed(classify_host_error(&text)),
-                }
-            };
-            (key, verdict)
-        })
-        .collect();
+    for request in requests {
+        let key = (None, request.reference.lookup_reference());
+        if lookups.verdicts.contains_key(&key) {
+            continue;
+        }
+        let verdict = if budget.is_spent(host) {
+            Verdict::Failed(budget.not_checked())
+        } else {
+            match host.manifest_digest(&key.1) {
+                Ok(digest) => Verdict::Resolved { digest },
+                Err(text) => Verdict::Failed(classify_host_error(&text)),
+            }
+        };
+        lookups.verdicts.insert(key, verdict);
+    }
     lookups
 }
 
-/// One `oci/v1/resolve_images` call for every reference, each with the credentials the
-/// kubelet would try. An `Err` means the host could not do it and stock lookups should.
+/// One `oci/v1/resolve_images` call for every distinct (pod spec, location), each with the
+/// credentials the kubelet would try. An `Err` means the host could not do it.
 fn resolve_with_credentials(
-    distinct: &BTreeMap<String, &ImageReference>,
-    keyring: &Keyring,
+    requests: &[LookupRequest<'_>],
+    keyrings: &[&Keyring],
     budget: &Budget,
     host: &impl Host,
-) -> Result<BTreeMap<String, Verdict>, String> {
+) -> Result<BTreeMap<(Option<usize>, String), Verdict>, String> {
+    let mut keys: Vec<(Option<usize>, String)> = Vec::new();
+    let mut lookups = Vec::new();
+    for request in requests {
+        let key = (Some(request.unit), request.reference.lookup_reference());
+        if keys.contains(&key) {
+            continue;
+        }
+        let credentials = keyrings
+            .get(request.unit)
+            .map(|keyring| keyring.lookup(&request.reference.name()))
+            .unwrap_or_default();
+        lookups.push(ImageLookup {
+            image: key.1.clone(),
+            credentials: credentials
+                .into_iter()
+                .map(|c| c.to_capability_json())
+                .collect(),
+        });
+        keys.push(key);
+    }
     let remaining = budget.remaining(host);
     if remaining.is_zero() {
-        return Ok(distinct
-            .keys()
-            .map(|key| (key.clone(), budget.not_checked()))
+        return Ok(keys
+            .into_iter()
+            .map(|key| (key, Verdict::Failed(budget.not_checked())))
             .collect());
     }
     let request = ResolveImagesRequest {
-        lookups: distinct
-            .iter()
-            .map(|(key, reference)| ImageLookup {
-                image: key.clone(),
-                credentials: keyring
-                    .lookup(&reference.name())
-                    .into_iter()
-                    .map(|credential| credential.to_capability_json())
-                    .collect(),
-            })
-            .collect(),
+        lookups,
         timeout_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
     };
     let response = host.resolve_images(&request).map_err(|e| summarise(&e))?;
-    let mut answers: BTreeMap<String, Verdict> = response
-        .results
+    if response.results.len() != keys.len() {
+        return Err(format!(
+            "the host answered {} results for {} lookups",
+            response.results.len(),
+            keys.len()
+        ));
+    }
+    Ok(keys
         .into_iter()
-        .map(|result| (result.image().to_owned(), verdict_of(result)))
-        .collect();
-    Ok(distinct
-        .keys()
-        .map(|key| {
-            let verdict = answers.remove(key).unwrap_or_else(|| {
+        .zip(response.results)
+        .map(|(key, result)| {
+            let verdict = if result.image() == key.1 {
+                verdict_of(result)
+            } else {
                 Verdict::Failed(Failure::new(
                     FailureKind::Unreachable,
-                    "the host's oci/v1/resolve_images answer has no result for this image",
+                    format!("the host answered for {} instead", result.image()),
                 ))
-            });
-            (key.clone(), verdict)
+            };
+            (key, verdict)
         })
         .collect())
 }
@@ -156,5 +197,159 @@ fn verdict_of(result: ImageResolution) -> Verdict {
         ImageResolution::Unreachable { detail, .. } => {
             Verdict::Failed(Failure::new(FailureKind::Unreachable, summarise(&detail)))
         }
+    }
+}
+
+/// The outcome of a mirror chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainVerdict {
+    /// A location has the image.
+    Resolved {
+        /// The manifest digest.
+        digest: String,
+        /// The location that had it.
+        location: ImageReference,
+        /// True when that location is a mirror.
+        is_mirror: bool,
+    },
+    /// No location has it, or none could say.
+    Failed(Failure),
+}
+
+/// Combines the verdicts of a chain as a node would experience it: the first location that has
+/// the image wins; absent only when every location said absent; otherwise the most telling
+/// uncertainty. With more than one location the detail names each one and what it said.
+pub fn chain_verdict(
+    locations: &[Location],
+    verdict: impl Fn(&ImageReference) -> Option<Verdict>,
+) -> ChainVerdict {
+    let mut failures: Vec<(&Location, Failure)> = Vec::new();
+    for location in locations {
+        match verdict(&location.reference) {
+            Some(Verdict::Resolved { digest }) => {
+                return ChainVerdict::Resolved {
+                    digest,
+                    location: location.reference.clone(),
+                    is_mirror: location.is_mirror,
+                }
+            }
+            Some(Verdict::Failed(failure)) => failures.push((location, failure)),
+            None => {}
+        }
+    }
+    let rank = |kind: FailureKind| match kind {
+        FailureKind::Unreachable => 0,
+        FailureKind::HostRefused => 1,
+        FailureKind::Unauthorized => 2,
+        _ => 3,
+    };
+    let Some(kind) = failures
+        .iter()
+        .map(|(_, f)| f.kind)
+        .min_by_key(|k| rank(*k))
+    else {
+        return ChainVerdict::Failed(Failure::new(
+            FailureKind::Unreachable,
+            "no location to look the image up at",
+        ));
+    };
+    if failures.len() == 1 {
+        return ChainVerdict::Failed(failures.remove(0).1);
+    }
+    let detail = failures
+        .iter()
+        .map(|(location, failure)| {
+            let role = if location.is_mirror {
+                "mirror"
+            } else {
+                "primary"
+            };
+            format!(
+                "{role} {}: {} ({})",
+                location.reference.lookup_reference(),
+                failure.kind,
+                failure.detail
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    ChainVerdict::Failed(Failure::new(kind, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location(image: &str, is_mirror: bool) -> Location {
+        Location {
+            reference: ImageReference::parse(image).unwrap(),
+            is_mirror,
+        }
+    }
+
+    fn failed(kind: FailureKind, detail: &str) -> Option<Verdict> {
+        Some(Verdict::Failed(Failure::new(kind, detail)))
+    }
+
+    #[test]
+    fn the_first_location_with_the_image_wins() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        let verdict = chain_verdict(&chain, |r| {
+            if r.registry() == "m.local" {
+                failed(FailureKind::Absent, "manifest unknown")
+            } else {
+                Some(Verdict::Resolved {
+                    digest: "sha256:x".into(),
+                })
+            }
+        });
+        assert_eq!(
+            verdict,
+            ChainVerdict::Resolved {
+                digest: "sha256:x".into(),
+                location: chain[1].reference.clone(),
+                is_mirror: false
+            }
+        );
+    }
+
+    #[test]
+    fn absent_only_when_every_location_says_so_and_each_is_named() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        let ChainVerdict::Failed(all_absent) =
+            chain_verdict(&chain, |_| failed(FailureKind::Absent, "manifest unknown"))
+        else {
+            panic!("expected a failure");
+        };
+        assert_eq!(all_absent.kind, FailureKind::Absent);
+        assert_eq!(
+            all_absent.detail,
+            "mirror m.local/a:1: not found (manifest unknown); primary r.io/a:1: not found (manifest unknown)"
+        );
+        let ChainVerdict::Failed(mixed) = chain_verdict(&chain, |r| {
+            if r.registry() == "m.local" {
+                failed(FailureKind::Unreachable, "connection refused")
+            } else {
+                failed(FailureKind::Absent, "manifest unknown")
+            }
+        }) else {
+            panic!("expected a failure");
+        };
+        assert_eq!(
+            mixed.kind,
+            FailureKind::Unreachable,
+            "an unreachable mirror might have had it"
+        );
+    }
+
+    #[test]
+    fn a_single_location_keeps_its_own_failure() {
+        let chain = [location("r.io/a:1", false)];
+        let ChainVerdict::Failed(failure) =
+            chain_verdict(&chain, |_| failed(FailureKind::Unauthorized, "401"))
+        else {
+            panic!("expected a failure");
+        };
+        assert_eq!(failure, Failure::new(FailureKind::Unauthorized, "401"));
     }
 }

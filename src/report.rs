@@ -9,7 +9,7 @@ use kubewarden_policy_sdk::response::ValidationResponse;
 use crate::reference::ImageReference;
 use crate::settings::{Action, Actions};
 use crate::verdict::{truncate, Failure, FailureKind};
-use crate::workload::{ContainerImage, WorkloadKind};
+use crate::workload::ContainerImage;
 
 /// Kubernetes may truncate warnings longer than this.
 pub const WARNING_MAX: usize = 256;
@@ -21,8 +21,8 @@ pub const ALLOWED_ANNOTATION: &str = "resolvable-images/allowed-unverified";
 /// The object a request is about, as messages name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
-    /// The workload kind.
-    pub kind: WorkloadKind,
+    /// The kind, as Kubernetes spells it.
+    pub kind: String,
     /// Its namespace (empty when unknown).
     pub namespace: String,
     /// Its name.
@@ -141,6 +141,7 @@ impl Finding {
             FailureKind::WrongPullSecretType | FailureKind::MalformedPullSecret => {
                 "recreate it with `kubectl create secret docker-registry`".to_owned()
             }
+            FailureKind::MissingPlatform => "build and push the image for the missing platforms (e.g. docker buildx build --platform), or keep the pods off them with a nodeSelector".to_owned(),
             FailureKind::UncoveredRegistry => format!(
                 "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
             ),
@@ -195,6 +196,8 @@ pub struct Decision {
     pub warnings: Vec<String>,
     /// Annotations for the API server's audit log.
     pub audit_annotations: HashMap<String, String>,
+    /// The object with pinned digests, when the policy mutates it.
+    pub mutated_object: Option<serde_json::Value>,
 }
 
 impl Decision {
@@ -222,7 +225,7 @@ impl Decision {
             accepted: self.accepted,
             message: self.message.clone(),
             code: self.code,
-            mutated_object: None,
+            mutated_object: self.mutated_object.clone(),
             audit_annotations: (!self.audit_annotations.is_empty())
                 .then(|| self.audit_annotations.clone()),
             warnings: (!self.warnings.is_empty()).then(|| self.warnings.clone()),
@@ -284,6 +287,7 @@ mod tests {
                 name: "app".into(),
                 image: image.into(),
                 pull_policy: None,
+                pointer: "/spec/containers/0/image".into(),
             },
             ImageReference::parse(image).ok(),
             Failure::new(kind, detail),
@@ -292,7 +296,7 @@ mod tests {
 
     fn resource() -> Resource {
         Resource {
-            kind: WorkloadKind::Deployment,
+            kind: "Deployment".into(),
             namespace: "team-a".into(),
             name: "web".into(),
         }

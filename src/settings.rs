@@ -6,6 +6,9 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::custom_kinds::{CustomKind, CustomResourceRule};
+use crate::mirrors::{Mirrors, RegistryRule};
+use crate::platforms::Requirement;
 use crate::verdict::FailureKind;
 
 /// What to do with an image that failed in a given way.
@@ -42,6 +45,8 @@ pub struct Actions {
     pub malformed_pull_secret: Action,
     /// A lookup was refused and no pull secret of the pod covers the registry.
     pub uncovered_registry: Action,
+    /// The image has no manifest for a required platform.
+    pub missing_platform: Action,
 }
 
 impl Default for Actions {
@@ -56,6 +61,7 @@ impl Default for Actions {
             wrong_pull_secret_type: Action::Warn,
             malformed_pull_secret: Action::Reject,
             uncovered_registry: Action::Warn,
+            missing_platform: Action::Reject,
         }
     }
 }
@@ -73,6 +79,7 @@ impl Actions {
             FailureKind::WrongPullSecretType => self.wrong_pull_secret_type,
             FailureKind::MalformedPullSecret => self.malformed_pull_secret,
             FailureKind::UncoveredRegistry => self.uncovered_registry,
+            FailureKind::MissingPlatform => self.missing_platform,
         }
     }
 }
@@ -112,6 +119,10 @@ struct RawSettings {
     time_budget_ms: u64,
     exempt_namespaces: Vec<String>,
     exempt_images: Vec<String>,
+    registries: Vec<RegistryRule>,
+    required_platforms: Vec<String>,
+    pin_digests: bool,
+    custom_resources: Vec<CustomResourceRule>,
 }
 
 impl Default for RawSettings {
@@ -122,6 +133,10 @@ impl Default for RawSettings {
             time_budget_ms: DEFAULT_TIME_BUDGET_MS,
             exempt_namespaces: Vec::new(),
             exempt_images: Vec::new(),
+            registries: Vec::new(),
+            required_platforms: Vec::new(),
+            pin_digests: false,
+            custom_resources: Vec::new(),
         }
     }
 }
@@ -135,6 +150,14 @@ pub struct Settings {
     pub pull_secrets: PullSecretSettings,
     /// How long an evaluation may spend on host calls before it stops making new ones.
     pub time_budget: std::time::Duration,
+    /// Mirror chains, as nodes are configured.
+    pub mirrors: Mirrors,
+    /// Platforms every image must serve.
+    pub required_platforms: Requirement,
+    /// Rewrite checked images to the digest that was resolved.
+    pub pin_digests: bool,
+    /// Custom kinds and where their images are.
+    pub custom_kinds: Vec<CustomKind>,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -145,6 +168,10 @@ impl Default for Settings {
             actions: Actions::default(),
             pull_secrets: PullSecretSettings::default(),
             time_budget: std::time::Duration::from_millis(DEFAULT_TIME_BUDGET_MS),
+            mirrors: Mirrors::default(),
+            required_platforms: Requirement::default(),
+            pin_digests: false,
+            custom_kinds: Vec::new(),
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -198,10 +225,30 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
+        let mirrors = Mirrors::new(raw.registries)
+            .map_err(|(field, problem)| SettingsError::new(field, problem))?;
+        let required_platforms =
+            Requirement::parse(&raw.required_platforms).map_err(|(i, problem)| {
+                SettingsError::new(format!("requiredPlatforms[{i}]"), problem)
+            })?;
+        let custom_kinds = raw
+            .custom_resources
+            .into_iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                CustomKind::new(rule).map_err(|(field, problem)| {
+                    SettingsError::new(format!("customResources[{i}].{field}"), problem)
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Settings {
             actions: raw.actions,
             pull_secrets: raw.pull_secrets,
             time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
+            mirrors,
+            required_platforms,
+            pin_digests: raw.pin_digests,
+            custom_kinds,
             exempt_namespaces,
             exempt_images,
         })

@@ -61,11 +61,13 @@ pub enum FailureKind {
     MalformedPullSecret,
     /// The registry refused the lookup and no pull secret of the pod covers that registry.
     UncoveredRegistry,
+    /// The image exists but has no manifest for a platform its pods must run on.
+    MissingPlatform,
 }
 
 impl FailureKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [FailureKind; 9] = [
+    pub const ALL: [FailureKind; 10] = [
         FailureKind::Absent,
         FailureKind::InvalidReference,
         FailureKind::Unauthorized,
@@ -75,13 +77,17 @@ impl FailureKind {
         FailureKind::WrongPullSecretType,
         FailureKind::MalformedPullSecret,
         FailureKind::UncoveredRegistry,
+        FailureKind::MissingPlatform,
     ];
 
     /// True when the failure proves the pull will fail, as opposed to "could not verify".
     pub fn is_certain(self) -> bool {
         matches!(
             self,
-            FailureKind::Absent | FailureKind::InvalidReference | FailureKind::MalformedPullSecret
+            FailureKind::Absent
+                | FailureKind::InvalidReference
+                | FailureKind::MalformedPullSecret
+                | FailureKind::MissingPlatform
         )
     }
 
@@ -97,6 +103,7 @@ impl FailureKind {
             FailureKind::WrongPullSecretType => "wrongPullSecretType",
             FailureKind::MalformedPullSecret => "malformedPullSecret",
             FailureKind::UncoveredRegistry => "uncoveredRegistry",
+            FailureKind::MissingPlatform => "missingPlatform",
         }
     }
 }
@@ -113,6 +120,7 @@ impl fmt::Display for FailureKind {
             FailureKind::WrongPullSecretType => "pull secret of the wrong type",
             FailureKind::MalformedPullSecret => "malformed pull secret",
             FailureKind::UncoveredRegistry => "not authorized",
+            FailureKind::MissingPlatform => "no manifest for a required platform",
         })
     }
 }
@@ -349,7 +357,8 @@ mod tests {
             [
                 FailureKind::Absent,
                 FailureKind::InvalidReference,
-                FailureKind::MalformedPullSecret
+                FailureKind::MalformedPullSecret,
+                FailureKind::MissingPlatform
             ]
         );
     }

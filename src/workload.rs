@@ -85,6 +85,8 @@ pub enum ContainerList {
     Regular,
     /// `ephemeralContainers`, added for debugging.
     Ephemeral,
+    /// An image field of a custom kind, found by a JSONPath from the settings.
+    Field,
 }
 
 impl ContainerList {
@@ -94,6 +96,7 @@ impl ContainerList {
             ContainerList::Init => "init container",
             ContainerList::Regular => "container",
             ContainerList::Ephemeral => "ephemeral container",
+            ContainerList::Field => "image field",
         }
     }
 }
@@ -134,6 +137,8 @@ pub struct ContainerImage {
     pub image: String,
     /// The explicit `imagePullPolicy`, if any.
     pub pull_policy: Option<String>,
+    /// JSON pointer to the image field in the object, where a pinned digest is written.
+    pub pointer: String,
 }
 
 impl fmt::Display for ContainerImage {
@@ -148,12 +153,12 @@ pub enum WorkloadError {
     /// The object has no pod spec where its kind keeps one.
     MissingPodSpec {
         /// Where the pod spec was expected.
-        pointer: &'static str,
+        pointer: String,
     },
     /// The pod spec is not a valid `PodSpec`.
     Malformed {
         /// Where the pod spec is.
-        pointer: &'static str,
+        pointer: String,
         /// The decoding error.
         reason: String,
     },
@@ -183,42 +188,71 @@ pub struct PodSpecView {
     pub image_pull_secrets: Vec<String>,
     /// `serviceAccountName`, when set.
     pub service_account_name: Option<String>,
+    /// `nodeSelector`: narrows the platforms the pods can land on.
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads the pod spec of an object of `kind`.
 pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
-    let pointer = kind.pod_spec_pointer();
+    read_pod_spec_at(kind.pod_spec_pointer(), object)
+}
+
+/// Reads the pod spec at a JSON `pointer` of `object`.
+pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, WorkloadError> {
     let spec = match object.pointer(pointer) {
-        None | Some(Value::Null) => return Err(WorkloadError::MissingPodSpec { pointer }),
+        None | Some(Value::Null) => {
+            return Err(WorkloadError::MissingPodSpec {
+                pointer: pointer.to_owned(),
+            })
+        }
         Some(spec) => PodSpec::deserialize(spec).map_err(|e| WorkloadError::Malformed {
-            pointer,
+            pointer: pointer.to_owned(),
             reason: e.to_string(),
         })?,
     };
-    let image =
-        |list, name: String, image: Option<String>, pull_policy: Option<String>| ContainerImage {
+    let image = |list, field: &str, index: usize, c: (String, Option<String>, Option<String>)| {
+        ContainerImage {
             list,
-            name,
-            image: image.unwrap_or_default(),
-            pull_policy,
-        };
+            name: c.0,
+            image: c.1.unwrap_or_default(),
+            pull_policy: c.2,
+            pointer: format!("{pointer}/{field}/{index}/image"),
+        }
+    };
     let init = spec
         .init_containers
         .into_iter()
         .flatten()
-        .map(|c| image(ContainerList::Init, c.name, c.image, c.image_pull_policy));
-    let regular = spec
-        .containers
-        .into_iter()
-        .map(|c| image(ContainerList::Regular, c.name, c.image, c.image_pull_policy));
-    let ephemeral = spec.ephemeral_containers.into_iter().flatten().map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
+            image(
+                ContainerList::Init,
+                "initContainers",
+                i,
+                (c.name, c.image, c.image_pull_policy),
+            )
+        });
+    let regular = spec.containers.into_iter().enumerate().map(|(i, c)| {
         image(
-            ContainerList::Ephemeral,
-            c.name,
-            c.image,
-            c.image_pull_policy,
+            ContainerList::Regular,
+            "containers",
+            i,
+            (c.name, c.image, c.image_pull_policy),
         )
     });
+    let ephemeral = spec
+        .ephemeral_containers
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| {
+            image(
+                ContainerList::Ephemeral,
+                "ephemeralContainers",
+                i,
+                (c.name, c.image, c.image_pull_policy),
+            )
+        });
     Ok(PodSpecView {
         containers: init.chain(regular).chain(ephemeral).collect(),
         image_pull_secrets: spec
@@ -229,6 +263,7 @@ pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, 
             .filter(|name| !name.is_empty())
             .collect(),
         service_account_name: spec.service_account_name.filter(|name| !name.is_empty()),
+        node_selector: spec.node_selector.unwrap_or_default(),
     })
 }
 
@@ -307,7 +342,7 @@ mod tests {
         assert_eq!(
             read_pod_spec(WorkloadKind::Deployment, &deployment),
             Err(WorkloadError::MissingPodSpec {
-                pointer: "/spec/template/spec"
+                pointer: "/spec/template/spec".to_owned()
             })
         );
         let malformed = json!({"spec": {"containers": [{"name": "app", "image": 7}]}});

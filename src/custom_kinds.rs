@@ -1,0 +1,213 @@
+//! Custom kinds (Argo Workflows, Tekton Tasks, Knative Services, …): operators name where their
+//! images and pod specs are with JSONPath.
+//!
+//! `serde_json_path` is used because it implements RFC 9535 (the JSONPath standard) and is
+//! tested against its compliance suite, so expressions behave as the standard says rather than
+//! as one of the many pre-standard dialects do; it also reports each match's location, which
+//! becomes the JSON pointer a pinned digest is written to.
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json_path::JsonPath;
+
+use crate::workload::{
+    read_pod_spec_at, ContainerImage, ContainerList, PodSpecView, WorkloadError,
+};
+
+/// One custom kind as operators write it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomResourceRule {
+    /// `group/version`, e.g. `argoproj.io/v1alpha1`.
+    pub api_version: String,
+    /// The kind, e.g. `Workflow`.
+    pub kind: String,
+    /// JSONPath expressions selecting image strings.
+    #[serde(default)]
+    pub images: Vec<String>,
+    /// JSONPath expressions selecting pod specs, whose containers, pull secrets and pull
+    /// policies are then read like a Deployment's template.
+    #[serde(default)]
+    pub pod_specs: Vec<String>,
+}
+
+/// A validated custom kind.
+#[derive(Debug, Clone)]
+pub struct CustomKind {
+    group: String,
+    version: String,
+    /// The kind, as messages name it.
+    pub kind: String,
+    images: Vec<JsonPath>,
+    pod_specs: Vec<JsonPath>,
+}
+
+/// The images and pod specs found in an object of a custom kind.
+#[derive(Debug, Clone, Default)]
+pub struct CustomImages {
+    /// Pod specs found by `podSpecs`.
+    pub pod_specs: Vec<PodSpecView>,
+    /// Bare image fields found by `images`.
+    pub fields: Vec<ContainerImage>,
+}
+
+impl CustomKind {
+    /// Validates a rule; the error is (field relative to the rule, problem).
+    pub fn new(rule: CustomResourceRule) -> Result<Self, (String, String)> {
+        let (group, version) = match rule.api_version.rsplit_once('/') {
+            Some((group, version)) => (group.to_owned(), version.to_owned()),
+            None => (String::new(), rule.api_version.clone()),
+        };
+        if version.is_empty() || rule.api_version.chars().any(char::is_whitespace) {
+            return Err((
+                "apiVersion".into(),
+                "must be group/version, e.g. argoproj.io/v1alpha1".into(),
+            ));
+        }
+        if rule.kind.is_empty() || !rule.kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err((
+                "kind".into(),
+                "must be a Kubernetes kind, e.g. Workflow".into(),
+            ));
+        }
+        if rule.images.is_empty() && rule.pod_specs.is_empty() {
+            return Err((
+                "images".into(),
+                "give at least one JSONPath in images or podSpecs".into(),
+            ));
+        }
+        let compile = |field: &str, paths: &[String]| -> Result<Vec<JsonPath>, (String, String)> {
+            paths
+                .iter()
+                .enumerate()
+                .map(|(i, path)| {
+                    JsonPath::parse(path).map_err(|e| {
+                        (
+                            format!("{field}[{i}]"),
+                            format!("invalid JSONPath {path:?}: {e}"),
+                        )
+                    })
+                })
+                .collect()
+        };
+        Ok(CustomKind {
+            images: compile("images", &rule.images)?,
+            pod_specs: compile("podSpecs", &rule.pod_specs)?,
+            group,
+            version,
+            kind: rule.kind,
+        })
+    }
+
+    /// True when an admission request's kind is this one.
+    pub fn matches(&self, group: &str, version: &str, kind: &str) -> bool {
+        self.group == group && self.version == version && self.kind == kind
+    }
+
+    /// Every pod spec and image field the expressions select in `object`.
+    pub fn extract(&self, object: &Value) -> Result<CustomImages, WorkloadError> {
+        let mut found = CustomImages::default();
+        for path in &self.pod_specs {
+            for node in path.query_located(object).all() {
+                found.pod_specs.push(read_pod_spec_at(
+                    &node.location().to_json_pointer(),
+                    object,
+                )?);
+            }
+        }
+        for path in &self.images {
+            for node in path.query_located(object).all() {
+                let Some(image) = node.node().as_str() else {
+                    continue;
+                };
+                found.fields.push(ContainerImage {
+                    list: ContainerList::Field,
+                    name: node.location().to_string(),
+                    image: image.to_owned(),
+                    pull_policy: None,
+                    pointer: node.location().to_json_pointer(),
+                });
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kind(images: &[&str], pod_specs: &[&str]) -> Result<CustomKind, (String, String)> {
+        CustomKind::new(CustomResourceRule {
+            api_version: "argoproj.io/v1alpha1".into(),
+            kind: "Workflow".into(),
+            images: images.iter().map(|s| (*s).to_owned()).collect(),
+            pod_specs: pod_specs.iter().map(|s| (*s).to_owned()).collect(),
+        })
+    }
+
+    #[test]
+    fn images_are_found_with_their_pointers() {
+        let workflow = kind(
+            &[
+                "$.spec.templates[*].container.image",
+                "$.spec.templates[*].script.image",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert!(workflow.matches("argoproj.io", "v1alpha1", "Workflow"));
+        assert!(!workflow.matches("argoproj.io", "v1", "Workflow"));
+        let object = json!({"spec": {"templates": [
+            {"name": "a", "container": {"image": "alpine:3.20"}},
+            {"name": "b", "script": {"image": "python:3.12"}},
+            {"name": "c", "container": {"image": 7}}]}});
+        let found = workflow.extract(&object).unwrap();
+        let images: Vec<_> = found
+            .fields
+            .iter()
+            .map(|f| (f.image.as_str(), f.pointer.as_str()))
+            .collect();
+        assert_eq!(
+            images,
+            [
+                ("alpine:3.20", "/spec/templates/0/container/image"),
+                ("python:3.12", "/spec/templates/1/script/image")
+            ]
+        );
+        assert_eq!(
+            found.fields[0].name,
+            "$['spec']['templates'][0]['container']['image']"
+        );
+    }
+
+    #[test]
+    fn pod_specs_are_read_like_templates() {
+        let service = kind(&[], &["$.spec.template.spec"]).unwrap();
+        let object = json!({"spec": {"template": {"spec": {
+            "imagePullSecrets": [{"name": "regcred"}],
+            "containers": [{"name": "user-container", "image": "ghcr.io/a/b:1"}]}}}});
+        let found = service.extract(&object).unwrap();
+        assert_eq!(found.pod_specs.len(), 1);
+        assert_eq!(found.pod_specs[0].image_pull_secrets, ["regcred"]);
+        assert_eq!(
+            found.pod_specs[0].containers[0].pointer,
+            "/spec/template/spec/containers/0/image"
+        );
+    }
+
+    #[test]
+    fn bad_rules_name_their_field() {
+        assert_eq!(kind(&[], &[]).unwrap_err().0, "images");
+        assert_eq!(kind(&["$.ok", "$[?"], &[]).unwrap_err().0, "images[1]");
+        assert_eq!(kind(&[], &["spec.template"]).unwrap_err().0, "podSpecs[0]");
+        let bad_version = CustomKind::new(CustomResourceRule {
+            api_version: "argoproj.io/".into(),
+            kind: "Workflow".into(),
+            images: vec!["$.a".into()],
+            pod_specs: vec![],
+        });
+        assert_eq!(bad_version.unwrap_err().0, "apiVersion");
+    }
+}

@@ -1,0 +1,386 @@
+//! Registry mirrors: the chain of locations a node tries for an image, configured in the shape
+//! of containers-registries.conf(5) so operators can copy what their nodes use.
+//!
+//! A rule matches the normalised name (`registry/repository`) by its `prefix` (longest literal
+//! prefix wins, then the longest `*.domain` wildcard); its mirrors are tried in order, then the
+//! primary location (the prefix, or its `location` rewrite). The image is resolvable when any
+//! location has it, and absent only when every location says so.
+
+use serde::Deserialize;
+
+use crate::reference::ImageReference;
+
+/// Which references a mirror serves (`pull-from-mirror` in registries.conf).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullFromMirror {
+    /// Tags and digests.
+    #[default]
+    All,
+    /// Only references pinned by digest (a mirror whose tags may lag behind).
+    DigestOnly,
+    /// Only references by tag.
+    TagOnly,
+}
+
+/// One mirror of a registry rule.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mirror {
+    /// Where the mirror serves the prefix: `host[:port][/path]`.
+    pub location: String,
+    /// Informational, as in registries.conf: whether the node talks plain HTTP or skips TLS
+    /// verification. The policy's own transport comes from the policy server's sources.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Which references this mirror serves.
+    #[serde(default)]
+    pub pull_from_mirror: PullFromMirror,
+}
+
+/// One `[[registry]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryRule {
+    /// `host[:port][/path]`, or `*.domain` for every host under a domain.
+    pub prefix: String,
+    /// Where the primary location really is, when it differs from the prefix.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// Mirrors, tried in order before the primary location.
+    #[serde(default)]
+    pub mirrors: Vec<Mirror>,
+}
+
+/// One place a node may pull an image from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The image as that location serves it.
+    pub reference: ImageReference,
+    /// True for a mirror, false for the primary location.
+    pub is_mirror: bool,
+}
+
+/// Validated mirror rules.
+#[derive(Debug, Clone, Default)]
+pub struct Mirrors {
+    rules: Vec<RegistryRule>,
+}
+
+impl Mirrors {
+    /// Validates `rules`; the error names the offending field relative to the rule list.
+    pub fn new(rules: Vec<RegistryRule>) -> Result<Self, (String, String)> {
+        for (i, rule) in rules.iter().enumerate() {
+            let field = |name: &str| format!("registries[{i}].{name}");
+            check_location(&rule.prefix, true).map_err(|e| (field("prefix"), e))?;
+            if let Some(location) = &rule.location {
+                if rule.prefix.starts_with("*.") {
+                    return Err((
+                        field("location"),
+                        "a wildcard prefix cannot be rewritten; use mirrors".into(),
+                    ));
+                }
+                check_location(location, false).map_err(|e| (field("location"), e))?;
+            }
+            for (j, mirror) in rule.mirrors.iter().enumerate() {
+                check_location(&mirror.location, false)
+                    .map_err(|e| (format!("registries[{i}].mirrors[{j}].location"), e))?;
+            }
+        }
+        Ok(Mirrors { rules })
+    }
+
+    /// True when no rule is configured: every image has only its primary location.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The locations a node tries for `reference`, in order; the primary location is last.
+    /// Locations that do not form a valid reference once rewritten are left out.
+    pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
+        let name = reference.name();
+        let Some((rule, matched)) = self.find(&name, reference.registry()) else {
+            return vec![Location {
+                reference: reference.clone(),
+                is_mirror: false,
+            }];
+        };
+        let rest = name.get(matched..).unwrap_or_default();
+        let suffix = match reference.digest() {
+            Some(digest) => format!("@{digest}"),
+            None => format!(":{}", reference.tag().unwrap_or("latest")),
+        };
+        let rewrite =
+            |location: &str| ImageReference::parse(&format!("{location}{rest}{suffix}")).ok();
+        let mut locations: Vec<Location> = rule
+            .mirrors
+            .iter()
+            .filter(|mirror| match mirror.pull_from_mirror {
+                PullFromMirror::All => true,
+                PullFromMirror::DigestOnly => reference.digest().is_some(),
+                PullFromMirror::TagOnly => reference.digest().is_none(),
+            })
+            .filter_map(|mirror| rewrite(&mirror.location))
+            .map(|reference| Location {
+                reference,
+                is_mirror: true,
+            })
+            .collect();
+        let primary = match &rule.location {
+            Some(location) => rewrite(location),
+            None => Some(reference.clone()),
+        };
+        locations.extend(primary.map(|reference| Location {
+            reference,
+            is_mirror: false,
+        }));
+        locations
+    }
+
+    /// The matching rule and how many bytes of `name` it matched: the longest literal prefix,
+    /// else the longest `*.domain` wildcard, which matches the registry host only.
+    fn find(&self, name: &str, registry: &str) -> Option<(&RegistryRule, usize)> {
+        let literal = self
+            .rules
+            .iter()
+            .filter(|rule| !rule.prefix.starts_with("*."))
+            .filter(|rule| {
+                name.strip_prefix(rule.prefix.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            })
+            .max_by_key(|rule| rule.prefix.len());
+        if let Some(rule) = literal {
+            return Some((rule, rule.prefix.len()));
+        }
+        let host = registry.split(':').next().unwrap_or(registry);
+        self.rules
+            .iter()
+            .filter_map(|rule| rule.prefix.strip_prefix('*').map(|domain| (rule, domain)))
+            .filter(|(_, domain)| host.ends_with(domain) && host.len() > domain.len())
+            .max_by_key(|(_, domain)| domain.len())
+            .map(|(rule, _)| (rule, registry.len()))
+    }
+}
+
+/// `host[:port][/path]` without scheme, tag or digest; `*.domain` only where allowed.
+fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), String> {
+    if location.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if location.contains("://") {
+        return Err("must not have a scheme: write host[:port][/path]".into());
+    }
+    if location.contains(['@', ' ', '\t']) || location.ends_with('/') {
+        return Err(format!("{location:?} is not host[:port][/path]"));
+    }
+    if let Some(domain) = location.strip_prefix("*.") {
+        if !wildcard_allowed {
+            return Err("wildcards are only allowed in prefixes".into());
+        }
+        if domain.is_empty() || domain.contains(['/', '*']) {
+            return Err(format!(
+                "{location:?}: a wildcard prefix is *.domain, without a path"
+            ));
+        }
+        return Ok(());
+    }
+    if location.contains('*') {
+        return Err(format!(
+            "{location:?}: a wildcard may only lead a prefix, as *.domain"
+        ));
+    }
+    ImageReference::parse(&format!("{location}/x"))
+        .map(|_| ())
+        .map_err(|e| format!("{location:?} is not host[:port][/path]: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+    fn mirror(location: &str, pull_from_mirror: PullFromMirror) -> Mirror {
+        Mirror {
+            location: location.into(),
+            insecure: false,
+            pull_from_mirror,
+        }
+    }
+
+    fn rule(prefix: &str, location: Option<&str>, mirrors: Vec<Mirror>) -> RegistryRule {
+        RegistryRule {
+            prefix: prefix.into(),
+            location: location.map(str::to_owned),
+            mirrors,
+        }
+    }
+
+    fn chain(mirrors: &Mirrors, image: &str) -> Vec<(String, bool)> {
+        mirrors
+            .locations(&ImageReference::parse(image).unwrap())
+            .into_iter()
+            .map(|l| (l.reference.lookup_reference(), l.is_mirror))
+            .collect()
+    }
+
+    #[test]
+    fn mirrors_come_first_then_the_primary() {
+        let mirrors = Mirrors::new(vec![rule(
+            "docker.io",
+            None,
+            vec![
+                mirror("mirror.local:5000/hub", PullFromMirror::All),
+                mirror("cache.local", PullFromMirror::All),
+            ],
+        )])
+        .unwrap();
+        assert_eq!(
+            chain(&mirrors, "nginx:1.25"),
+            [
+                ("mirror.local:5000/hub/library/nginx:1.25".to_owned(), true),
+                ("cache.local/library/nginx:1.25".to_owned(), true),
+                ("docker.io/library/nginx:1.25".to_owned(), false),
+            ]
+        );
+        assert_eq!(
+            chain(&mirrors, "quay.io/a/b:1"),
+            [("quay.io/a/b:1".to_owned(), false)]
+        );
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_and_prefixes_match_whole_components() {
+        let mirrors = Mirrors::new(vec![
+            rule(
+                "registry.example.com",
+                None,
+                vec![mirror("m1.local", PullFromMirror::All)],
+            ),
+            rule(
+                "registry.example.com/team",
+                None,
+                vec![mirror("m2.local/t", PullFromMirror::All)],
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            chain(&mirrors, "registry.example.com/team/app:1")[0].0,
+            "m2.local/t/app:1"
+        );
+        assert_eq!(
+            chain(&mirrors, "registry.example.com/teams/app:1")[0].0,
+            "m1.local/teams/app:1"
+        );
+        assert_eq!(chain(&mirrors, "registry.example.com.evil/app:1").len(), 1);
+    }
+
+    #[test]
+    fn location_rewrites_the_primary() {
+        let mirrors = Mirrors::new(vec![rule(
+            "example.com/foo",
+            Some("internal.local:5000/bar"),
+            vec![],
+        )])
+        .unwrap();
+        assert_eq!(
+            chain(&mirrors, "example.com/foo/app:2"),
+            [("internal.local:5000/bar/app:2".to_owned(), false)]
+        );
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_only_and_lose_to_literals() {
+        let mirrors = Mirrors::new(vec![
+            rule(
+                "*.example.com",
+                None,
+                vec![mirror("wild.local", PullFromMirror::All)],
+            ),
+            rule(
+                "exact.example.com",
+                None,
+                vec![mirror("exact.local", PullFromMirror::All)],
+            ),
+        ])
+        .unwrap();
+        assert_eq!(chain(&mirrors, "a.example.com/x:1")[0].0, "wild.local/x:1");
+        assert_eq!(
+            chain(&mirrors, "a.b.example.com:5000/x:1")[0].0,
+            "wild.local/x:1"
+        );
+        assert_eq!(
+            chain(&mirrors, "exact.example.com/x:1")[0].0,
+            "exact.local/x:1"
+        );
+        assert_eq!(chain(&mirrors, "example.com/x:1").len(), 1);
+    }
+
+    #[test]
+    fn pull_from_mirror_selects_tags_or_digests() {
+        let mirrors = Mirrors::new(vec![rule(
+            "docker.io",
+            None,
+            vec![
+                mirror("digests.local", PullFromMirror::DigestOnly),
+                mirror("tags.local", PullFromMirror::TagOnly),
+            ],
+        )])
+        .unwrap();
+        let by_tag: Vec<_> = chain(&mirrors, "nginx:1")
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(
+            by_tag,
+            ["tags.local/library/nginx:1", "docker.io/library/nginx:1"]
+        );
+        let by_digest: Vec<_> = chain(&mirrors, &format!("nginx@{SHA}"))
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(
+            by_digest,
+            [
+                format!("digests.local/library/nginx@{SHA}"),
+                format!("docker.io/library/nginx@{SHA}")
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_rules_name_their_field() {
+        let cases = [
+            (rule("", None, vec![]), "registries[0].prefix"),
+            (
+                rule("https://docker.io", None, vec![]),
+                "registries[0].prefix",
+            ),
+            (
+                rule("*.example.com", Some("x.local"), vec![]),
+                "registries[0].location",
+            ),
+            (
+                rule(
+                    "docker.io",
+                    None,
+                    vec![mirror("*.local", PullFromMirror::All)],
+                ),
+                "registries[0].mirrors[0].location",
+            ),
+            (
+                rule(
+                    "docker.io",
+                    None,
+                    vec![mirror("Mirror.local/UPPER", PullFromMirror::All)],
+                ),
+                "registries[0].mirrors[0].location",
+            ),
+            (rule("a*.example.com", None, vec![]), "registries[0].prefix"),
+        ];
+        for (rule, field) in cases {
+            let (got, problem) = Mirrors::new(vec![rule.clone()]).expect_err(&rule.prefix);
+            assert_eq!(got, field, "{rule:?}: {problem}");
+        }
+    }
+}
