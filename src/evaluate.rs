@@ -115,7 +115,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
                 .collect()
         })
         .flatten();
-    let lookups = look_up(&requests, keyrings.as_deref(), &budget, host);
+    let mut lookups = look_up(&requests, keyrings.as_deref(), &budget, host);
     if let Some(reason) = &lookups.fallback {
         notes.push(format!(
             "credentialed lookups (oci/v1/resolve_images) are not available here ({reason}); images were checked with the policy server's credentials"
@@ -141,7 +141,9 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         let failure = match &check.reference {
             Err(failure) => Some(failure.clone()),
             Ok(reference) => {
-                match chain_verdict(chain, |r| lookups.verdict(check.unit, r).cloned()) {
+                match chain_verdict(chain, |r| {
+                    Some(lookups.verdict(check.unit, r, &budget, host))
+                }) {
                     ChainVerdict::Failed(failure) => Some(explain_refusal(
                         failure,
                         reference,

@@ -70,12 +70,33 @@ pub struct Lookups {
 }
 
 impl Lookups {
-    /// The verdict for `reference` looked up for pod spec `unit`.
-    pub fn verdict(&self, unit: usize, reference: &ImageReference) -> Option<&Verdict> {
-        self.verdicts.get(&(
+    /// The verdict for `reference` looked up for pod spec `unit`: from the credentialed batch,
+    /// or looked up now with the stock capability, once per distinct reference. Stock lookups
+    /// are made on demand so that a mirror chain stops at the first location with the image.
+    pub fn verdict(
+        &mut self,
+        unit: usize,
+        reference: &ImageReference,
+        budget: &Budget,
+        host: &impl Host,
+    ) -> Verdict {
+        let key = (
             self.credentialed.then_some(unit),
             reference.lookup_reference(),
-        ))
+        );
+        if let Some(verdict) = self.verdicts.get(&key) {
+            return verdict.clone();
+        }
+        let verdict = if budget.is_spent(host) {
+            Verdict::Failed(budget.not_checked())
+        } else {
+            match host.manifest_digest(&key.1) {
+                Ok(digest) => Verdict::Resolved { digest },
+                Err(text) => Verdict::Failed(classify_host_error(&text)),
+            }
+        };
+        self.verdicts.insert(key, verdict.clone());
+        verdict
     }
 
     /// True when the verdicts came from the pods' own credentials.
@@ -84,8 +105,9 @@ impl Lookups {
     }
 }
 
-/// Looks up every distinct location once. With `keyrings` (one per pod spec), through the
-/// credentialed capability; if the host cannot do it, the stock capability answers instead.
+/// With `keyrings` (one per pod spec), looks every location up at once through the credentialed
+/// capability. Otherwise, or if the host cannot do it, [`Lookups::verdict`] asks the stock
+/// capability on demand.
 pub fn look_up(
     requests: &[LookupRequest<'_>],
     keyrings: Option<&[&Keyring]>,
@@ -102,21 +124,6 @@ pub fn look_up(
             }
             Err(reason) => lookups.fallback = Some(reason),
         }
-    }
-    for request in requests {
-        let key = (None, request.reference.lookup_reference());
-        if lookups.verdicts.contains_key(&key) {
-            continue;
-        }
-        let verdict = if budget.is_spent(host) {
-            Verdict::Failed(budget.not_checked())
-        } else {
-            match host.manifest_digest(&key.1) {
-                Ok(digest) => Verdict::Resolved { digest },
-                Err(text) => Verdict::Failed(classify_host_error(&text)),
-            }
-        };
-        lookups.verdicts.insert(key, verdict);
     }
     lookups
 }
@@ -221,7 +228,7 @@ pub enum ChainVerdict {
 /// uncertainty. With more than one location the detail names each one and what it said.
 pub fn chain_verdict(
     locations: &[Location],
-    verdict: impl Fn(&ImageReference) -> Option<Verdict>,
+    mut verdict: impl FnMut(&ImageReference) -> Option<Verdict>,
 ) -> ChainVerdict {
     let mut failures: Vec<(&Location, Failure)> = Vec::new();
     for location in locations {
