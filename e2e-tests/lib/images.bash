@@ -61,13 +61,13 @@ oci_write_layout() {
     }' >"$layout/index.json"
 }
 
-# build_image LABEL: a single-platform (linux/amd64) image layout in $E2E_WORK/images/LABEL;
-# prints the skopeo source reference `oci:DIR:latest`.
+# build_image LABEL [ARCH]: a single-platform image layout (linux/ARCH, default amd64) in
+# $E2E_WORK/images/LABEL; prints the skopeo source reference `oci:DIR:latest`.
 build_image() {
-  local label=$1 layout desc
+  local label=$1 arch=${2:-amd64} layout desc
   layout="$(e2e_workdir)/images/$label"
   rm -rf "$layout"; mkdir -p "$layout"
-  desc=$(oci_build_manifest "$layout" amd64 "$label")
+  desc=$(oci_build_manifest "$layout" "$arch" "$label")
   oci_write_layout "$layout" application/vnd.oci.image.manifest.v1+json "$desc" latest
   printf 'oci:%s:latest\n' "$layout"
 }
