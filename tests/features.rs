@@ -1,40 +1,16 @@
 //! Mirrors, required platforms, digest pinning and custom kinds through the whole decision
 //! path, natively, on the real admission request fixtures.
 
-use resolvable_images_policy::evaluate::{validate_payload, MIRROR_ANNOTATION};
+mod common;
+
+use common::*;
+
+use resolvable_images_policy::evaluate::MIRROR_ANNOTATION;
 use resolvable_images_policy::host::InMemoryHost;
 use serde_json::{json, Value};
 
-const APP: &str = "registry.example.com/team/app:1.4.2";
-const MIGRATE: &str = "registry.example.com/platform/migrate:2.1.0";
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const SINGLE: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
-
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/requests/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let review: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    review["request"].clone()
-}
-
-fn cluster() -> InMemoryHost {
-    InMemoryHost::new().with_object(json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": "default", "namespace": "team-a"}
-    }))
-}
-
-fn run(request: &Value, settings: Value, host: &InMemoryHost) -> Value {
-    let payload = serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap();
-    serde_json::from_slice(&validate_payload(&payload, host)).unwrap()
-}
-
-fn message(response: &Value) -> String {
-    response["message"].as_str().unwrap_or_default().to_owned()
-}
 
 fn hub_mirror(pull_from_mirror: &str) -> Value {
     json!({"registries": [{"prefix": "registry.example.com", "mirrors": [

@@ -1,13 +1,14 @@
 //! The whole decision path, natively, on real admission requests (`tests/fixtures/requests`)
 //! with the registry behind an in-memory host.
 
+mod common;
+
+use common::*;
 use resolvable_images_policy::evaluate::validate_payload;
+
 use resolvable_images_policy::host::InMemoryHost;
 use serde_json::{json, Value};
 
-const APP: &str = "registry.example.com/team/app:1.4.2";
-const MIGRATE: &str = "registry.example.com/platform/migrate:2.1.0";
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 const DIGEST: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
 const WORKLOAD_FIXTURES: [(&str, &str); 8] = [
@@ -21,45 +22,12 @@ const WORKLOAD_FIXTURES: [(&str, &str); 8] = [
     ("replicationcontroller-create.json", "ReplicationController"),
 ];
 
-/// The `request` of a fixture AdmissionReview.
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/requests/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let review: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-    review["request"].clone()
-}
-
-/// A cluster with team-a's `default` ServiceAccount (no pull secrets) and no images.
-fn cluster() -> InMemoryHost {
-    InMemoryHost::new().with_object(json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": "default", "namespace": "team-a"}
-    }))
-}
-
 /// A host on which every image of the fixtures exists.
 fn all_present() -> InMemoryHost {
     cluster()
         .with_digest(APP, DIGEST)
         .with_digest(MIGRATE, DIGEST)
         .with_digest(BUSYBOX, DIGEST)
-}
-
-/// Runs `validate` on `request` with `settings` and returns the response JSON.
-fn run(request: &Value, settings: Value, host: &InMemoryHost) -> Value {
-    let payload = serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap();
-    serde_json::from_slice(&validate_payload(&payload, host)).expect("validate answers JSON")
-}
-
-fn message(response: &Value) -> &str {
-    response["message"].as_str().unwrap_or_default()
-}
-
-fn warnings(response: &Value) -> Vec<String> {
-    serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
 }
 
 /// Every pointer in `object` whose value is `from`, set to `to`.

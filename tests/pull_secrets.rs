@@ -2,27 +2,18 @@
 //! template, ServiceAccount fallback), both secret formats, the findings, credentialed lookups
 //! and their fallback, and that no secret byte reaches any output.
 
+mod common;
+
+use common::*;
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use resolvable_images_policy::evaluate::validate_payload;
 use resolvable_images_policy::host::InMemoryHost;
 use serde_json::{json, Value};
 
-const APP: &str = "registry.example.com/team/app:1.4.2";
-const MIGRATE: &str = "registry.example.com/platform/migrate:2.1.0";
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 const DIGEST: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const USER: &str = "robot-7f3a";
 const PASSWORD: &str = "s3cr3t-pa55-9c1e";
-
-fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/fixtures/requests/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let review: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    review["request"].clone()
-}
 
 fn b64(text: &str) -> String {
     STANDARD.encode(text)
@@ -88,21 +79,8 @@ fn with_pod_secrets(mut request: Value, names: &[&str]) -> Value {
     request
 }
 
-fn run(request: &Value, settings: Value, host: &InMemoryHost) -> Value {
-    let payload = serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap();
-    serde_json::from_slice(&validate_payload(&payload, host)).unwrap()
-}
-
 fn credentialed() -> Value {
     json!({"pullSecrets": {"credentialedLookups": true}})
-}
-
-fn warnings(response: &Value) -> Vec<String> {
-    serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
-}
-
-fn message(response: &Value) -> String {
-    response["message"].as_str().unwrap_or_default().to_owned()
 }
 
 #[test]

@@ -1,0 +1,48 @@
+//! What the integration tests share: the fixtures' images, reading fixtures, a cluster, and
+//! running `validate` the way the host does.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use resolvable_images_policy::evaluate::validate_payload;
+use resolvable_images_policy::host::InMemoryHost;
+use serde_json::{json, Value};
+
+/// The images every fixture's pod spec has (see tests/fixtures/README.md), normalised.
+pub const APP: &str = "registry.example.com/team/app:1.4.2";
+pub const MIGRATE: &str = "registry.example.com/platform/migrate:2.1.0";
+pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+
+/// The `request` of a fixture AdmissionReview in tests/fixtures/requests.
+pub fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/requests/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let review: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    review["request"].clone()
+}
+
+/// A cluster with team-a's `default` ServiceAccount (no pull secrets) and no images.
+pub fn cluster() -> InMemoryHost {
+    InMemoryHost::new().with_object(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": "team-a"}
+    }))
+}
+
+/// Runs `validate` on `request` with `settings` and returns the response JSON.
+pub fn run(request: &Value, settings: Value, host: &InMemoryHost) -> Value {
+    let payload = serde_json::to_vec(&json!({"settings": settings, "request": request}))
+        .expect("the payload encodes");
+    serde_json::from_slice(&validate_payload(&payload, host)).expect("validate answers JSON")
+}
+
+/// The rejection message, or "".
+pub fn message(response: &Value) -> String {
+    response["message"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The warnings, or none.
+pub fn warnings(response: &Value) -> Vec<String> {
+    serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
+}
