@@ -184,18 +184,13 @@ impl Settings {
         let raw: RawSettings = if value.is_null() {
             RawSettings::default()
         } else {
-            Self::deserialize(value)?
+            Self::parse_raw(value)?
         };
-        if !(1..=MAX_TIME_BUDGET_MS).contains(&raw.time_budget_ms) {
-            return Err(SettingsError::new(
-                "timeBudgetMs",
-                format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
-            ));
-        }
         Self::compile(raw)
     }
 
-    fn deserialize(value: &serde_json::Value) -> Result<RawSettings, SettingsError> {
+    /// Deserialises, naming the path of the first field that does not fit.
+    fn parse_raw(value: &serde_json::Value) -> Result<RawSettings, SettingsError> {
         serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             SettingsError {
@@ -205,7 +200,14 @@ impl Settings {
         })
     }
 
+    /// Checks what serde cannot and compiles patterns, mirrors, platforms and JSONPaths.
     fn compile(raw: RawSettings) -> Result<Self, SettingsError> {
+        if !(1..=MAX_TIME_BUDGET_MS).contains(&raw.time_budget_ms) {
+            return Err(SettingsError::new(
+                "timeBudgetMs",
+                format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
+            ));
+        }
         let mut exempt_namespaces = HashSet::with_capacity(raw.exempt_namespaces.len());
         for (i, namespace) in raw.exempt_namespaces.into_iter().enumerate() {
             if !is_dns_label(&namespace) {
