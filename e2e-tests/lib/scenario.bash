@@ -26,6 +26,7 @@ scenario_setup_file() {
   push_image "$(build_image v2s2)" anon test/app:v2s2 --format v2s2
   push_image "$(build_image nested)" anon team/sub/app:1.0
   push_image "$(build_image deep)" anon a/b/c/d/app:1.0
+  push_image "$(build_image arm-only arm64)" anon test/arm:v1
   # private and TLS-only images
   push_image "$(build_image private)" auth private/app:v1
   push_image "$(build_image secure)" tls secure/app:v1
