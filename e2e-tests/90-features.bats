@@ -22,6 +22,13 @@ setup_file() {
   # Only on the mirror: a tag, and an image referenced by digest only.
   push_image "$(build_image mirror-only)" mirror team/app:mirror-only
   push_image "$(build_image mirror-digest)" mirror team/app:digest-on-mirror
+  # A mirror serving the upstream under a path, as a containerd `override_path` host does.
+  push_image "$(build_image mirror-path)" mirror dockerhub/team/app:under-path
+  # An UPDATE to this tag is what a pinning patch must be limited to.
+  push_image "$(build_image app-1.5.0)" anon team/app:1.5.0
+  # A mirror that is down: nothing listens there.
+  REG_MIRROR_DOWN="127.0.0.1:$(unused_port)"
+  export REG_MIRROR_DOWN
 
   # Platforms: linux/amd64 + linux/arm64/v8 index, an amd64-only index, and single-platform
   # manifests whose platform is only in their config.
@@ -30,7 +37,7 @@ setup_file() {
   push_image "$(build_image_for single-amd64 amd64)" anon test/single-amd64:v1
   push_image "$(build_image_for single-arm64 arm64)" anon test/single-arm64:v1
 
-  E2E_SOURCES=$(write_sources_yaml features --insecure "$REG_ANON" --insecure "$REG_MIRROR")
+  E2E_SOURCES=$(write_sources_yaml features --insecure "$REG_ANON" --insecure "$REG_MIRROR" --insecure "$REG_MIRROR_DOWN")
   E2E_CLUSTER=$(write_cluster_dir default)
   export E2E_SOURCES E2E_CLUSTER
 }
@@ -103,6 +110,27 @@ setup() {
     "; primary $REG_ANON/team/app:nowhere: not found (Registry error: url http://$REG_ANON/v2/team/app/manifests/nowhere" \
     "Hint: check that the tag or digest was pushed to $REG_ANON/team/app"
   assert_message_lacks "init-schema" "sidecar"
+  assert_no_annotations
+}
+
+@test "mirrors: a mirror location with a path (containerd override_path) is asked under that path" {
+  settings=$(mirror_settings mirror-path "$REG_ANON" "$REG_MIRROR/dockerhub")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:under-path")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_allowed
+  assert_warning_count 0
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" $REG_ANON/team/app:under-path: $REG_MIRROR/dockerhub/team/app:under-path"
+}
+
+@test "mirrors: a mirror that is down and a primary without the image is uncertain, not absent" {
+  settings=$(mirror_settings mirror-down "$REG_ANON" "$REG_MIRROR_DOWN")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:nowhere")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  # The node might have pulled it from the mirror: a warning (actions.unreachable), not a rejection.
+  assert_allowed
+  assert_warning_contains "container \"app\"" "actions.unreachable: warn" \
+    "mirror $REG_MIRROR_DOWN/team/app:nowhere: registry unreachable"
   assert_no_annotations
 }
 
@@ -216,6 +244,19 @@ setup() {
   assert_patch_is "$(jq -n \
     --arg init "$REG_ANON/platform/migrate:2.1.0@$(digest_of "$REG_ANON/platform/migrate:2.1.0")" '[
       {op: "replace", path: "/spec/initContainers/0/image", value: $init}]')"
+}
+
+@test "pinning: an UPDATE pins only the changed image; imagePullPolicy Never is not pinned" {
+  # app changes to a new tag (pinned); sidecar changes too, but to an image the node must
+  # already have (Never: not looked up, so not pinned); init-schema is unchanged (not checked).
+  req=$(local_request deployment-update-image.json "object:app=$REG_ANON/team/app:1.5.0" \
+    "object:sidecar=$REG_ANON/test/multi:v1" "object:sidecar.pull=Never")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/features-pin-digests.json"
+  assert_allowed
+  assert_warning_count 0
+  assert_patch_is "$(jq -n \
+    --arg app "$REG_ANON/team/app:1.5.0@$(digest_of "$REG_ANON/team/app:1.5.0")" '[
+      {op: "replace", path: "/spec/template/spec/containers/0/image", value: $app}]')"
 }
 
 @test "pinning: a rejected request carries no patch; without pinDigests nothing is patched" {
