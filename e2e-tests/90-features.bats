@@ -105,7 +105,7 @@ setup() {
   req=$(local_request pod-create.json "app=$REG_ANON/team/app:nowhere")
   run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
   assert_rejected
-  assert_message_contains "container \"app\" image \"$REG_ANON/team/app:nowhere\": not found on registry $REG_ANON: " \
+  assert_message_contains "container \"app\" image \"$REG_ANON/team/app:nowhere\": not found on registry $REG_ANON and its mirrors: " \
     "mirror $REG_MIRROR/team/app:nowhere: not found (Registry error: url http://$REG_MIRROR/v2/team/app/manifests/nowhere" \
     "; primary $REG_ANON/team/app:nowhere: not found (Registry error: url http://$REG_ANON/v2/team/app/manifests/nowhere" \
     "Hint: check that the tag or digest was pushed to $REG_ANON/team/app"

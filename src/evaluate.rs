@@ -180,11 +180,8 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
             }
         };
         if let Some(failure) = failure {
-            findings.push(Finding::image(
-                check.container,
-                check.reference.ok(),
-                failure,
-            ));
+            let finding = Finding::image(check.container, check.reference.ok(), failure);
+            findings.push(finding.with_mirrors(chain.len() > 1));
         }
     }
     let mut decision = decide(&resource, &findings, &notes, &settings.actions);

@@ -48,6 +48,8 @@ pub enum Subject {
         container: ContainerImage,
         /// The parsed reference, absent when the image did not parse.
         reference: Option<ImageReference>,
+        /// True when mirrors were asked too: the reason then names them with the registry.
+        with_mirrors: bool,
     },
     /// A pull secret, or the ServiceAccount that should list them.
     PullSecret {
@@ -76,9 +78,18 @@ impl Finding {
             subject: Subject::Image {
                 container,
                 reference,
+                with_mirrors: false,
             },
             failure,
         }
+    }
+
+    /// Marks an image finding as the verdict of a mirror chain, not of the registry alone.
+    pub fn with_mirrors(mut self, asked_mirrors: bool) -> Self {
+        if let Subject::Image { with_mirrors, .. } = &mut self.subject {
+            *with_mirrors = asked_mirrors;
+        }
+        self
     }
 
     /// The registry the finding is about, if any.
@@ -95,6 +106,7 @@ impl Finding {
             Subject::Image {
                 container,
                 reference,
+                ..
             } => {
                 let image = truncate(&container.image, image_quote_max);
                 match reference {
@@ -110,7 +122,19 @@ impl Finding {
 
     /// `not found on registry docker.io` / `invalid image reference`
     fn reason(&self) -> String {
+        let with_mirrors = matches!(
+            self.subject,
+            Subject::Image {
+                with_mirrors: true,
+                ..
+            }
+        );
         match self.reference() {
+            Some(reference) if with_mirrors => format!(
+                "{} on registry {} and its mirrors",
+                self.failure.kind,
+                reference.registry()
+            ),
             Some(reference) => {
                 format!("{} on registry {}", self.failure.kind, reference.registry())
             }

@@ -42,7 +42,7 @@ fn absent_everywhere_is_rejected_naming_every_location() {
     assert_eq!(response["accepted"], false);
     let message = message(&response);
     assert!(message.contains(
-        "not found on registry registry.example.com: mirror mirror.local:5000/example/team/app:1.4.2: not found (Registry error"
+        "not found on registry registry.example.com and its mirrors: mirror mirror.local:5000/example/team/app:1.4.2: not found (Registry error"
     ), "{message}");
     assert!(
         message.contains("; primary registry.example.com/team/app:1.4.2: not found ("),
