@@ -6,9 +6,10 @@
 //! `contextAwareResources` gate, then the evaluation itself. Errors are plain
 //! `Err` values handed back to the guest, never traps.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::allow_list::{HostCapabilitiesAllowList, KubernetesAccess};
+use crate::call_meter::CallMeter;
 use crate::callback_requests::{
     CallbackRequestType, GetResourceRequest, ListAllResourcesRequest,
     ListResourcesByNamespaceRequest,
@@ -36,6 +37,7 @@ pub struct HostCapabilities {
     kubernetes_access: KubernetesAccess,
     resolve_images: bool,
     backend: Mutex<Box<dyn Backend>>,
+    meter: Option<Arc<CallMeter>>,
 }
 
 fn unknown_operation(operation: &str) -> HostCallbackResult {
@@ -54,7 +56,14 @@ impl HostCapabilities {
             kubernetes_access,
             resolve_images: false,
             backend: Mutex::new(backend),
+            meter: None,
         }
+    }
+
+    /// Count every host call and the bytes it moves (`policy-host bench`).
+    pub fn with_meter(mut self, meter: Arc<CallMeter>) -> Self {
+        self.meter = Some(meter);
+        self
     }
 
     /// Offer `oci/v1/resolve_images` (the project's proposal); a stock host
@@ -66,6 +75,24 @@ impl HostCapabilities {
 
     /// Entry point registered with wapc for every `host_call` of the guest.
     pub fn host_callback(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> HostCallbackResult {
+        let result = self.dispatch(binding, namespace, operation, payload);
+        if let Some(meter) = &self.meter {
+            let answer = match &result {
+                Ok(bytes) => bytes.len(),
+                Err(e) => e.to_string().len(),
+            };
+            meter.record(payload.len(), answer);
+        }
+        result
+    }
+
+    fn dispatch(
         &self,
         binding: &str,
         namespace: &str,

@@ -26,6 +26,8 @@ pub enum Command {
     Annotate(AnnotateArgs),
     /// Push a policy to an OCI registry as a Kubewarden artifact, like `kwctl push`.
     Push(PushArgs),
+    /// Time `validate` on one request with host calls answered from memory (JSON stats).
+    Bench(BenchArgs),
 }
 
 /// Options of `policy-host run`.
@@ -130,4 +132,42 @@ pub struct PushArgs {
     /// Per-request timeout for registry operations, in seconds.
     #[arg(long = "oci-timeout-secs", default_value_t = 60)]
     pub oci_timeout_secs: u64,
+}
+
+/// Options of `policy-host bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The module (.wasm file) to measure.
+    pub policy: PathBuf,
+
+    /// AdmissionReview (its .request is used) or bare AdmissionRequest, JSON or YAML.
+    #[arg(long = "request-path", short = 'r')]
+    pub request_path: PathBuf,
+
+    /// Policy settings as a JSON document.
+    #[arg(long = "settings-json", conflicts_with = "settings_path")]
+    pub settings_json: Option<String>,
+
+    /// File holding the policy settings, JSON or YAML.
+    #[arg(long = "settings-path", short = 's')]
+    pub settings_path: Option<PathBuf>,
+
+    /// Timed evaluations.
+    #[arg(long = "iterations", short = 'n', default_value_t = 200)]
+    pub iterations: usize,
+
+    /// Untimed evaluations first (JIT, allocator and caches warm up).
+    #[arg(long = "warmup", default_value_t = 10)]
+    pub warmup: usize,
+
+    /// The digest every `oci/v1/manifest_digest` lookup answers.
+    #[arg(
+        long = "digest",
+        default_value = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+    )]
+    pub digest: String,
+
+    /// Offer `oci/v1/resolve_images` (every image found), as `run` does.
+    #[arg(long = "enable-resolve-images")]
+    pub enable_resolve_images: bool,
 }

@@ -8,10 +8,13 @@
 mod allow_list;
 mod annotate;
 mod artifact;
+mod bench;
+mod call_meter;
 mod callback_requests;
 mod capabilities;
 mod cli;
 mod cluster;
+mod guest_memory;
 mod live;
 mod metadata;
 mod oci;
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
             run::RunOutcome::InvalidSettings => ExitCode::FAILURE,
         }),
         Command::Annotate(args) => annotate_cmd(args).map(|()| ExitCode::SUCCESS),
+        Command::Bench(args) => bench::bench(args).map(|()| ExitCode::SUCCESS),
         Command::Push(args) => run::registry_client(
             args.sources_path.as_deref(),
             args.docker_config_json_path.as_deref(),

@@ -52,9 +52,14 @@ pub fn read_request(path: &Path) -> Result<Value> {
 }
 
 fn read_settings(args: &RunArgs) -> Result<Value> {
-    let settings = if let Some(json) = &args.settings_json {
+    read_settings_from(args.settings_json.as_deref(), args.settings_path.as_deref())
+}
+
+/// Settings from `--settings-json` or `--settings-path`, `{}` when neither is given.
+pub fn read_settings_from(json: Option<&str>, path: Option<&Path>) -> Result<Value> {
+    let settings = if let Some(json) = json {
         parse_document(json).context("invalid --settings-json")?
-    } else if let Some(path) = &args.settings_path {
+    } else if let Some(path) = path {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read settings file {}", path.display()))?;
         parse_document(&text)

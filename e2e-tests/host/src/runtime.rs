@@ -36,10 +36,22 @@ pub struct PolicyRuntime {
 impl PolicyRuntime {
     /// Compile and instantiate `module`; host calls go to `capabilities`.
     pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
+        Self::with_engine(module, capabilities, None)
+    }
+
+    /// As [`PolicyRuntime::new`], on a given wasmtime engine (no compilation
+    /// cache then), e.g. one that meters guest memory.
+    pub fn with_engine(
+        module: &[u8],
+        capabilities: Arc<HostCapabilities>,
+        engine: Option<wasmtime::Engine>,
+    ) -> Result<Self> {
         let mut builder = WasmtimeEngineProviderBuilder::new()
             .module_bytes(module)
             .wasi_params(wapc::WasiParams::default());
-        if let Some(dir) = cache_dir() {
+        if let Some(engine) = engine {
+            builder = builder.engine(engine);
+        } else if let Some(dir) = cache_dir() {
             builder = builder.enable_cache(Some(&dir));
         }
         let engine = builder
@@ -95,6 +107,13 @@ impl PolicyRuntime {
                 }),
             Err(e) => AdmissionResponse::reject_internal_server_error(uid, e.to_string()),
         }
+    }
+
+    /// Call a guest function with a raw payload and return its raw answer.
+    pub fn call(&self, function: &str, payload: &[u8]) -> Result<Vec<u8>> {
+        self.host
+            .call(function, payload)
+            .map_err(|e| anyhow!("guest call {function} failed: {e}"))
     }
 
     /// Call the guest's `protocol_version` (a JSON string such as `"v1"`).

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# `make bench`: measures the policy and prints markdown tables. Every figure is set against a
+# baseline measured side by side in the same run, on the same machine, so the ratios mean
+# something even when the absolute times move with the machine's load. Nothing is asserted.
+#
+#   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
+#                     and 100 containers, against benches/accept-all in the same host;
+#   2. module size    raw, after wasm-opt, and the accept-all module;
+#   3. end to end     `policy-host run` against a local docker-registry with 10 images,
+#                     against plain sequential `curl -I` of the same manifests;
+#   4. batching       stock sequential lookups against one oci/v1/resolve_images call, with
+#                     50 ms added to every registry request by e2e-tests/lib/fault_proxy.py.
+#
+# Expects what `make bench` builds: policy.wasm, the raw module, the test host and the
+# accept-all module (ACCEPT_ALL_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
+# BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
+# case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+ITERATIONS=${BENCH_ITERATIONS:-200}
+REPEATS=${BENCH_REPEATS:-10}
+OUT=${BENCH_OUT:-$ROOT/target/bench}
+RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm
+POLICY=$ROOT/policy.wasm
+ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
+HOST=${POLICY_HOST:-$ROOT/e2e-tests/host/target/release/policy-host}
+
+for f in "$RAW_WASM" "$POLICY" "$ACCEPT_ALL" "$HOST"; do
+  [[ -e "$f" ]] || { echo "bench: $f is missing; run 'make bench'" >&2; exit 1; }
+done
+
+# The e2e helpers: registries, images, requests (loopback only, no proxy).
+E2E_WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench.XXXXXX")
+export E2E_WORK POLICY_HOST=$HOST POLICY_WASM=$POLICY
+# shellcheck source=e2e-tests/lib/common.bash
+source "$ROOT/e2e-tests/lib/common.bash"
+mkdir -p "$OUT"
+PROXY_PIDS=()
+
+# Everything started here stops on exit, whatever happens.
+cleanup() {
+  local pid
+  for pid in "${PROXY_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  registry_stop_all
+  rm -rf "$E2E_WORK"
+}
+trap cleanup EXIT
+
+# ms_now: wall clock in milliseconds.
+ms_now() { date +%s%3N; }
+
+# median: the median of the numbers on stdin (one a line).
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# ratio A B: A/B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# pod_request FILE N PREFIX: a Pod CREATE with N containers c0.. using PREFIX/img-I:1.0.
+pod_request() {
+  local file=$1 n=$2 prefix=$3
+  jq --argjson n "$n" --arg p "$prefix" '.request.object.spec |= (del(.initContainers)
+      | .containers = [range($n) | {name: "c\(.)", image: "\($p)/img-\(.):1.0"}])' \
+    "$FIXTURES_DIR/pod-create.json" >"$file"
+  assert_loopback_only "$file"
+}
+
+# proxy_start ARGS...: starts fault_proxy.py (loopback, kernel-chosen port); prints HOST:PORT.
+proxy_start() {
+  local port_file
+  port_file=$(mktemp "$E2E_WORK/proxy.XXXXXX")
+  rm -f "$port_file"
+  python3 "$E2E_DIR/lib/fault_proxy.py" --port-file "$port_file" "$@" >/dev/null 2>"$port_file.log" &
+  PROXY_PIDS+=($!)
+  wait_until 10 test -s "$port_file"
+  printf '127.0.0.1:%s\n' "$(cat "$port_file")"
+}
+
+machine() {
+  printf '%s, %s cores (nproc), %s' "$(date -u +%Y-%m-%d)" "$(nproc)" \
+    "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
+}
+
+echo "# resolvable-images-policy benchmarks"
+echo
+echo "$(machine); $ITERATIONS guest evaluations per case, $REPEATS end-to-end runs per case (medians)."
+
+# --- 1. Guest cost ------------------------------------------------------------------------
+echo
+echo "## Guest cost per evaluation (host answers from memory)"
+echo
+echo "| containers | policy median (µs) | policy p95 (µs) | accept-all median (µs) | ratio | host calls | bytes to host / to guest (host calls) | validate payload (bytes) | peak memory, policy / accept-all (64 KiB pages) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for n in 1 10 100; do
+  req="$E2E_WORK/pod-$n.json"
+  pod_request "$req" "$n" "127.0.0.1:5000/bench"
+  "$HOST" bench "$POLICY" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-policy-$n.json"
+  "$HOST" bench "$ACCEPT_ALL" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-accept-all-$n.json"
+  jq -r --slurpfile b "$OUT/guest-accept-all-$n.json" --arg n "$n" '
+    def r: (. * 100 | round) / 100;
+    "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
+  ' "$OUT/guest-policy-$n.json"
+done
+
+# --- 2. Module size -----------------------------------------------------------------------
+echo
+echo "## Module size"
+echo
+echo "| module | bytes |"
+echo "|---|---:|"
+echo "| policy, raw (\`$(realpath --relative-to="$ROOT" "$RAW_WASM")\`) | $(stat -c %s "$RAW_WASM") |"
+echo "| policy, wasm-opt -Os (\`policy.wasm\`) | $(stat -c %s "$POLICY") |"
+echo "| accept-all, built the same way | $(stat -c %s "$ACCEPT_ALL") |"
+
+# --- 3. End to end against a local registry -----------------------------------------------
+registry_start anon >/dev/null
+img=$(build_image bench)
+for i in $(seq 0 19); do push_image "$img" anon "bench/img-$i:1.0"; done
+SOURCES=$(write_sources_yaml bench --insecure "$REG_ANON")
+req10="$E2E_WORK/pod-e2e-10.json"
+pod_request "$req10" 10 "$REG_ANON/bench"
+
+policy_ms() { # policy_ms REQUEST [HOST OPTIONS...]: wall time of one decision, in ms
+  local req=$1 start out
+  shift
+  start=$(ms_now)
+  out=$("$HOST" run "$POLICY" --request-path "$req" --sources-path "$SOURCES" "$@" 2>/dev/null)
+  echo $(($(ms_now) - start))
+  # a benchmark of wrong answers is worthless: every image exists
+  [[ "$(jq -r '.allowed' <<<"$out")" == true && "$(jq '.warnings // [] | length' <<<"$out")" == 0 ]] ||
+    { echo "bench: unexpected answer: $out" >&2; return 1; }
+}
+accept='application/vnd.oci.image.manifest.v1+json,application/vnd.oci.image.index.v1+json,application/vnd.docker.distribution.manifest.v2+json,application/vnd.docker.distribution.manifest.list.v2+json'
+curl_ms() { # curl_ms N: wall time of N sequential HEAD requests in one curl, in ms
+  local start urls=() i
+  for ((i = 0; i < $1; i++)); do urls+=("http://$REG_ANON/v2/bench/img-$i/manifests/1.0"); done
+  start=$(ms_now)
+  curl -sf --noproxy "*" -I -H "Accept: $accept" "${urls[@]}" >/dev/null
+  echo $(($(ms_now) - start))
+}
+
+policy_ms "$req10" --settings-json '{}' >/dev/null # compilation cache warm
+for ((r = 0; r < REPEATS; r++)); do policy_ms "$req10" --settings-json '{}'; done >"$OUT/e2e-policy.txt"
+for ((r = 0; r < REPEATS; r++)); do curl_ms 10; done >"$OUT/e2e-curl.txt"
+p=$(median <"$OUT/e2e-policy.txt")
+c=$(median <"$OUT/e2e-curl.txt")
+echo
+echo "## End to end: 10 distinct images on a local docker-registry (plain HTTP)"
+echo
+echo "| what | median (ms) |"
+echo "|---|---:|"
+echo "| \`policy-host run\`: process, module load (cache warm), 10 lookups, decision | $p |"
+echo "| \`curl -I\`: 10 sequential HEADs in one process, the lookups alone | $c |"
+echo "| ratio | $(ratio "$p" "$c") |"
+
+# --- 4. Stock sequential lookups against one batched call, 50 ms per request ----------------
+SLOW=$(proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50)
+SOURCES=$(write_sources_yaml bench-slow --insecure "$SLOW")
+CLUSTER=$(write_cluster_dir bench)
+echo
+echo "## Stock lookups against one batched oci/v1/resolve_images call (50 ms added per registry request)"
+echo
+echo "| images | stock, sequential (ms) | batched (ms) | speed-up |"
+echo "|---:|---:|---:|---:|"
+for n in 1 5 20; do
+  req="$E2E_WORK/pod-slow-$n.json"
+  pod_request "$req" "$n" "$SLOW/bench"
+  # generous budgets: the point is the time the lookups take, not the budget
+  policy_ms "$req" --settings-json '{"timeBudgetMs": 30000}' >/dev/null
+  for ((r = 0; r < 3; r++)); do
+    policy_ms "$req" --settings-json '{"timeBudgetMs": 30000}'
+  done >"$OUT/batch-stock-$n.txt"
+  for ((r = 0; r < 3; r++)); do
+    policy_ms "$req" --settings-json '{"timeBudgetMs": 30000, "pullSecrets": {"credentialedLookups": true}}' \
+      --enable-resolve-images --allow-context-aware --cluster-dir "$CLUSTER"
+  done >"$OUT/batch-resolve-$n.txt"
+  s=$(median <"$OUT/batch-stock-$n.txt")
+  b=$(median <"$OUT/batch-resolve-$n.txt")
+  echo "| $n | $s | $b | $(ratio "$s" "$b") |"
+done

@@ -1,0 +1,235 @@
+//! `policy-host bench`: the guest's own cost per request.
+//!
+//! Loads a policy once, answers host calls from memory (every image exists
+//! with one canned digest; every Kubernetes object asked for exists, empty),
+//! validates the settings, then calls `validate` on one request N times and
+//! prints JSON statistics: time per evaluation, host calls and bytes crossing
+//! the guest boundary per request, and the guest's peak linear memory.
+//!
+//! Timing runs on the standard engine (compilation cache, guard pages), as
+//! `run` does; memory is measured in a second pass on an engine whose linear
+//! memories report their size (`guest_memory`), which is slower to run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::allow_list::{HostCapabilitiesAllowList, KubernetesAccess};
+use crate::call_meter::{CallCounts, CallMeter};
+use crate::callback_requests::CallbackRequestType;
+use crate::capabilities::{Backend, HostCapabilities};
+use crate::cli::BenchArgs;
+use crate::guest_memory::{MemoryMeter, WASM_PAGE};
+use crate::run::{read_request, read_settings_from};
+use crate::runtime::PolicyRuntime;
+
+/// Answers every request from memory, without any I/O.
+struct MemoryBackend {
+    digest: String,
+}
+
+impl Backend for MemoryBackend {
+    fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
+        let value = match request {
+            CallbackRequestType::OciManifestDigest { .. } => json!({ "digest": self.digest }),
+            CallbackRequestType::OciResolveImages { lookups, .. } => json!({
+                "results": lookups.iter().map(|l| json!({
+                    "image": l.image,
+                    "outcome": "found",
+                    "digest": self.digest,
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                })).collect::<Vec<_>>()
+            }),
+            CallbackRequestType::KubernetesGetResource {
+                api_version,
+                kind,
+                name,
+                namespace,
+                ..
+            } => json!({
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": { "name": name, "namespace": namespace },
+            }),
+            CallbackRequestType::KubernetesListResourceNamespace {
+                api_version, kind, ..
+            }
+            | CallbackRequestType::KubernetesListResourceAll {
+                api_version, kind, ..
+            } => json!({
+                "apiVersion": api_version,
+                "kind": format!("{kind}List"),
+                "metadata": { "resourceVersion": "" },
+                "items": [],
+            }),
+            CallbackRequestType::OciManifest { .. }
+            | CallbackRequestType::OciManifestAndConfig { .. } => {
+                bail!("policy-host bench answers manifest digests only")
+            }
+        };
+        Ok(serde_json::to_vec(&value)?)
+    }
+}
+
+/// The host capabilities of a bench: everything granted, answered from memory.
+fn capabilities(args: &BenchArgs, meter: Arc<CallMeter>) -> Arc<HostCapabilities> {
+    Arc::new(
+        HostCapabilities::new(
+            HostCapabilitiesAllowList::parse("*"),
+            KubernetesAccess::All,
+            Box::new(MemoryBackend {
+                digest: args.digest.clone(),
+            }),
+        )
+        .with_resolve_images(args.enable_resolve_images)
+        .with_meter(meter),
+    )
+}
+
+/// Loads the policy and accepts the settings, or says why not.
+fn load(
+    module: &[u8],
+    capabilities: Arc<HostCapabilities>,
+    engine: Option<wasmtime::Engine>,
+    settings: &Value,
+) -> Result<PolicyRuntime> {
+    let policy = PolicyRuntime::with_engine(module, capabilities, engine)?;
+    let validation = policy.validate_settings(settings);
+    if !validation.valid {
+        bail!(
+            "Provided settings are not valid: {}",
+            validation.message.unwrap_or_default()
+        );
+    }
+    Ok(policy)
+}
+
+/// Mean, median, 95th percentile, min and max of `samples`, in microseconds.
+fn time_stats(samples: &mut [Duration]) -> Value {
+    samples.sort_unstable();
+    let n = samples.len();
+    let us = |d: Duration| (d.as_secs_f64() * 1e6 * 10.0).round() / 10.0;
+    let total: Duration = samples.iter().sum();
+    let percentile = |p: f64| samples[((n as f64 * p).ceil() as usize).clamp(1, n) - 1];
+    let median = if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2
+    };
+    json!({
+        "mean_us": us(total / n as u32),
+        "median_us": us(median),
+        "p95_us": us(percentile(0.95)),
+        "min_us": us(samples[0]),
+        "max_us": us(samples[n - 1]),
+    })
+}
+
+fn per_request(total: u64, iterations: usize) -> f64 {
+    (total as f64 / iterations as f64 * 10.0).round() / 10.0
+}
+
+/// Runs the benchmark and prints one JSON object on stdout.
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    if args.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    let module = std::fs::read(&args.policy)
+        .with_context(|| format!("cannot read {}", args.policy.display()))?;
+    let settings =
+        read_settings_from(args.settings_json.as_deref(), args.settings_path.as_deref())?;
+    let request = read_request(&args.request_path)?;
+    // What the host hands the guest on every evaluation, built once.
+    let payload = json!({ "request": request, "settings": settings }).to_string();
+
+    // Pass 1: time, host calls and bytes, on the standard engine.
+    let meter = Arc::new(CallMeter::default());
+    let policy = load(&module, capabilities(args, meter.clone()), None, &settings)?;
+    let mut response = Vec::new();
+    for _ in 0..args.warmup {
+        response = policy.call("validate", payload.as_bytes())?;
+    }
+    let before = meter.read();
+    let mut samples = Vec::with_capacity(args.iterations);
+    for _ in 0..args.iterations {
+        let start = Instant::now();
+        response = policy.call("validate", payload.as_bytes())?;
+        samples.push(start.elapsed());
+    }
+    let after = meter.read();
+    let calls = CallCounts {
+        calls: after.calls - before.calls,
+        to_host: after.to_host - before.to_host,
+        to_guest: after.to_guest - before.to_guest,
+    };
+    let answer: Value = serde_json::from_slice(&response)
+        .map_err(|e| anyhow!("the policy's answer is not JSON: {e}"))?;
+
+    // Pass 2: peak linear memory, on the metered engine, with the same calls.
+    let memory = MemoryMeter::default();
+    let metered = load(
+        &module,
+        capabilities(args, Arc::new(CallMeter::default())),
+        Some(memory.engine()?),
+        &settings,
+    )?;
+    let mut peak_pages_after_call = 0;
+    for _ in 0..args.warmup + args.iterations {
+        metered.call("validate", payload.as_bytes())?;
+        peak_pages_after_call = peak_pages_after_call.max(memory.peak_bytes() / WASM_PAGE);
+    }
+
+    let mut stats = json!({
+        "policy": args.policy.display().to_string(),
+        "request": args.request_path.display().to_string(),
+        "iterations": args.iterations,
+        "warmup": args.warmup,
+        "accepted": answer.get("accepted").cloned().unwrap_or(Value::Null),
+        "host_calls_per_request": per_request(calls.calls, args.iterations),
+        "host_call_bytes_to_host_per_request": per_request(calls.to_host, args.iterations),
+        "host_call_bytes_to_guest_per_request": per_request(calls.to_guest, args.iterations),
+        "validate_request_bytes": payload.len(),
+        "validate_response_bytes": response.len(),
+        "peak_memory_pages": peak_pages_after_call,
+        "peak_memory_bytes": peak_pages_after_call * WASM_PAGE,
+    });
+    if let (Value::Object(out), Value::Object(times)) = (&mut stats, time_stats(&mut samples)) {
+        out.extend(times);
+    }
+    println!("{}", serde_json::to_string(&stats)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_of_known_samples() {
+        let mut samples: Vec<Duration> = (1..=20).rev().map(Duration::from_micros).collect();
+        let stats = time_stats(&mut samples);
+        assert_eq!(stats["min_us"], 1.0);
+        assert_eq!(stats["max_us"], 20.0);
+        assert_eq!(stats["median_us"], 10.5);
+        assert_eq!(stats["mean_us"], 10.5);
+        assert_eq!(stats["p95_us"], 19.0);
+    }
+
+    #[test]
+    fn memory_backend_answers_lookups_and_reads() {
+        let mut backend = MemoryBackend {
+            digest: "sha256:abc".into(),
+        };
+        let digest = backend
+            .evaluate(&CallbackRequestType::OciManifestDigest {
+                image: "127.0.0.1:5000/a:b".into(),
+            })
+            .expect("digest");
+        assert_eq!(digest, br#"{"digest":"sha256:abc"}"#);
+        assert!(backend
+            .evaluate(&CallbackRequestType::OciManifest { image: "x".into() })
+            .is_err());
+    }
+}
