@@ -92,3 +92,18 @@ clean:
 	cargo clean
 	cargo clean --manifest-path e2e-tests/host/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
+
+# Benchmarks (README.md "Performance"): guest cost against an accept-all policy built the same
+# way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
+# markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
+ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
+.PHONY: bench
+bench: policy.wasm $(HOST)
+	cargo build --manifest-path benches/accept-all/Cargo.toml --target wasm32-wasip1 --release --target-dir target
+	mkdir -p target/bench
+ifneq ($(WASM_OPT),)
+	$(WASM_OPT) -Os $(ACCEPT_ALL_BUILD) -o target/bench/accept-all.wasm
+else
+	cp $(ACCEPT_ALL_BUILD) target/bench/accept-all.wasm
+endif
+	bash bench/run.sh | tee target/bench/results.md
