@@ -4,11 +4,12 @@
 Listens on 127.0.0.1 only, on a port the kernel picks (written to --port-file once
 listening, so a caller never races for a port), and serves until it gets SIGTERM. Modes:
 
-  delay        TCP proxy to --upstream HOST:PORT; every chunk the client sends is held
-               --delay-ms before it is forwarded, i.e. each HTTP request costs that much
-               extra. TLS handshake records (first byte 0x16) pass undelayed: they are the
-               host's HTTPS probes of a plain-HTTP registry, answered at once by the real
-               registry, and delaying them would only multiply the latency per lookup.
+  delay        TCP proxy to --upstream HOST:PORT; every HTTP request the client sends (a
+               chunk starting with a letter, as a request line does) is held --delay-ms
+               before it is forwarded, i.e. each HTTP request costs that much extra. TLS
+               records (first byte 0x14-0x17: the host's HTTPS probes of a plain-HTTP
+               registry, which the registry refuses at once) pass undelayed, so the
+               latency counts once per request, not once per probe.
   hang         accepts connections, reads what the client sends, never answers.
   reset        reads the request, then closes the connection with an RST.
   status       answers every request with --status (e.g. 500, 503, 429) and a registry
@@ -59,13 +60,13 @@ def announce(args, port):
 
 
 def pump(src, dst, delay):
-    """Copy src to dst until EOF; each client chunk (not a TLS record) waits `delay` s."""
+    """Copy src to dst until EOF; each chunk starting an HTTP request waits `delay` s."""
     try:
         while True:
             data = src.recv(65536)
             if not data:
                 break
-            if delay and data[0] != 0x16:
+            if delay and chr(data[0]).isalpha():
                 time.sleep(delay)
             dst.sendall(data)
     except OSError:
