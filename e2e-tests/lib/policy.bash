@@ -45,7 +45,21 @@ policy_run() {
       opts+=(--sources-path "$E2E_SOURCES")
     fi
   fi
-  "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}"
+  if [[ -z "${E2E_TRANSCRIPT_DIR:-}" ]]; then
+    "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}"
+    return
+  fi
+  # Keep everything the host printed (answers, warnings, annotations, guest logs) for the
+  # suite-wide secret scan in 99-no-leak.bats.
+  local out err rc=0
+  out=$(mktemp) err=$(mktemp)
+  "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}" >"$out" 2>"$err" || rc=$?
+  cat "$out"
+  cat "$err" >&2
+  mkdir -p "$E2E_TRANSCRIPT_DIR"
+  cat "$out" "$err" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
+  rm -f "$out" "$err"
+  return "$rc"
 }
 
 # _fail_with MESSAGE: prints MESSAGE and the response, and fails the assertion.

@@ -6,8 +6,8 @@
 #   tls   HTTPS with a CA generated here, anonymous     -> REG_TLS, REG_TLS_CA (PEM), REG_TLS_CERT_DIR
 # Start them from bats `setup_file` and stop them from `teardown_file` (registry_stop_all).
 
-REG_AUTH_USER="${REG_AUTH_USER:-e2e-user}"
-REG_AUTH_PASSWORD="${REG_AUTH_PASSWORD:-e2e-Passw0rd}"
+REG_AUTH_USER="${REG_AUTH_USER:-e2e-robot-5k2q}"
+REG_AUTH_PASSWORD="${REG_AUTH_PASSWORD:-e2e-Passw0rd-7h3x}"
 
 # free_port: an unused loopback port. With python3 the kernel picks it (bind to port 0);
 # without, random ports are probed until one refuses connections. Either way the port may be
