@@ -13,7 +13,9 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
   hang         accepts connections, reads what the client sends, never answers.
   reset        reads the request, then closes the connection with an RST.
   status       answers every request with --status (e.g. 500, 503, 429) and a registry
-               style JSON error body; --retry-after S adds a Retry-After header.
+               style JSON error body (--error-code, default UNAVAILABLE or TOOMANYREQUESTS;
+               --error-message);
+               --retry-after S adds a Retry-After header.
   html         answers every request with --status (default 502) and an HTML body: an
                error that is not JSON (a proxy's or load balancer's page).
   notmanifest  answers 200 everywhere; the manifest is a JSON document that is no image
@@ -164,9 +166,10 @@ def http_handler(args):
             mode = args.mode
             if mode == "status":
                 headers = [("Retry-After", str(args.retry_after))] if args.retry_after else []
+                code = args.error_code or ("TOOMANYREQUESTS" if args.status == 429 else "UNAVAILABLE")
                 body = json.dumps({"errors": [{
-                    "code": "UNAVAILABLE" if args.status != 429 else "TOOMANYREQUESTS",
-                    "message": f"injected fault: status {args.status}",
+                    "code": code,
+                    "message": args.error_message or f"injected fault: status {args.status}",
                 }]}).encode()
                 self.answer(args.status, body, "application/json", headers)
             elif mode == "html":
@@ -204,6 +207,8 @@ def main():
     parser.add_argument("--delay-ms", type=int, default=0)
     parser.add_argument("--status", type=int, default=0)
     parser.add_argument("--retry-after", type=int, default=0)
+    parser.add_argument("--error-code", help="status: the code in the JSON error body")
+    parser.add_argument("--error-message", help="status: the message in the JSON error body")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     args = parser.parse_args()
