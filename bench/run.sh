@@ -42,7 +42,10 @@ PROXY_PIDS=()
 # Everything started here stops on exit, whatever happens.
 cleanup() {
   local pid
-  for pid in "${PROXY_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PROXY_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   registry_stop_all
   rm -rf "$E2E_WORK"
 }
@@ -66,7 +69,8 @@ pod_request() {
   assert_loopback_only "$file"
 }
 
-# proxy_start ARGS...: starts fault_proxy.py (loopback, kernel-chosen port); prints HOST:PORT.
+# proxy_start ARGS...: starts fault_proxy.py (loopback, kernel-chosen port) and sets
+# PROXY_ADDR=127.0.0.1:PORT. Not to be called in $(...): the pid must reach cleanup.
 proxy_start() {
   local port_file
   port_file=$(mktemp "$E2E_WORK/proxy.XXXXXX")
@@ -74,7 +78,7 @@ proxy_start() {
   python3 "$E2E_DIR/lib/fault_proxy.py" --port-file "$port_file" "$@" >/dev/null 2>"$port_file.log" &
   PROXY_PIDS+=($!)
   wait_until 10 test -s "$port_file"
-  printf '127.0.0.1:%s\n' "$(cat "$port_file")"
+  PROXY_ADDR="127.0.0.1:$(cat "$port_file")"
 }
 
 machine() {
@@ -168,7 +172,8 @@ echo "| ratio policy / curl | $(ratio "$p" "$c") |"
 echo "| ratio (policy - policy exempt) / curl: the 10 lookups as the host makes them | $(ratio "$(awk -v p="$p" -v a="$x" 'BEGIN { print p - a }')" "$c") |"
 
 # --- 4. Stock sequential lookups against one batched call, 50 ms per request ----------------
-SLOW=$(proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50)
+proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50
+SLOW=$PROXY_ADDR
 SOURCES=$(write_sources_yaml bench-slow --insecure "$SLOW")
 CLUSTER=$(write_cluster_dir bench)
 echo

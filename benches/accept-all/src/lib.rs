@@ -28,7 +28,10 @@ struct Payload {
 pub extern "C" fn wapc_init() {
     guest::register_function("validate", validate);
     guest::register_function("validate_settings", validate_settings);
-    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+    guest::register_function(
+        "protocol_version",
+        kubewarden_policy_sdk::protocol_version_guest,
+    );
 }
 
 fn validate(payload: &[u8]) -> guest::CallResult {
