@@ -153,3 +153,35 @@ impl Drop for HeapMemory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meter_sees_initial_size_and_growth() {
+        let meter = MemoryMeter::default();
+        let engine = meter.engine().expect("engine");
+        // Two pages at start; `grow` adds three and writes to the last byte of the last page.
+        let module = wasmtime::Module::new(
+            &engine,
+            r#"(module
+                 (memory (export "memory") 2)
+                 (func (export "grow")
+                   (drop (memory.grow (i32.const 3)))
+                   (i32.store8 (i32.const 327679) (i32.const 7))))"#,
+        )
+        .expect("module");
+        let mut store = wasmtime::Store::new(&engine, ());
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instance");
+        assert_eq!(meter.peak_bytes(), 2 * WASM_PAGE);
+        let grow = instance
+            .get_typed_func::<(), ()>(&mut store, "grow")
+            .expect("grow");
+        grow.call(&mut store, ()).expect("call");
+        assert_eq!(meter.peak_bytes(), 5 * WASM_PAGE);
+        let memory = instance.get_memory(&mut store, "memory").expect("memory");
+        assert_eq!(memory.data(&store)[5 * WASM_PAGE - 1], 7);
+        assert_eq!(memory.data(&store)[0], 0, "memory starts zeroed");
+    }
+}
