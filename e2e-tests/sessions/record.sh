@@ -24,9 +24,9 @@ scenario_setup_file
 # port_of HOST:PORT: the port.
 port_of() { printf '%s\n' "${1##*:}"; }
 
-# The policy looks images up in the sorted order of their references, and a replay expects
-# the recorded order: the random ports must sort like the fixed ones they become
-# (anonymous < auth < down), or the rewritten session would list its exchanges out of order.
+# A replay expects the exchanges in the recorded order. Should the policy ever order its
+# lookups by reference, rewriting the ports must not reorder them: keep the random ports
+# sorted like the fixed ones they become (anonymous < auth < down).
 while (($(port_of "$REG_AUTH") <= $(port_of "$REG_ANON"))); do
   registry_stop auth
   registry_start auth
