@@ -68,10 +68,10 @@ e2e-tests: annotated-policy.wasm $(HOST)
 setup:
 	bash .ci/setup
 
-# Everything CI runs: formatting, lints, unit tests, end-to-end tests.
+# Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check lint test e2e-tests
+	$(MAKE) fmt-check lint test e2e-tests fuzz-smoke
 
 # Builds the policy and the host, then evaluates sample Pods against a local registry.
 .PHONY: demo
@@ -92,6 +92,21 @@ clean:
 	cargo clean
 	cargo clean --manifest-path e2e-tests/host/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
+
+# Fuzzing (fuzz/, README.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
+# stable toolchain and runs each for FUZZ_SECONDS; a crash fails the run and is saved in
+# fuzz/artifacts/<target>/.
+# Each fuzz target for 30 s from the seeded corpus: part of `make check`.
+.PHONY: fuzz-smoke
+fuzz-smoke: FUZZ_SECONDS ?= 30
+fuzz-smoke:
+	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# Each fuzz target for 10 min: run before each release.
+.PHONY: fuzz
+fuzz: FUZZ_SECONDS ?= 600
+fuzz:
+	bash fuzz/run.sh $(FUZZ_SECONDS)
 
 # Benchmarks (README.md "Performance"): guest cost against an accept-all policy built the same
 # way, module sizes, end-to-end time against curl, stock against batched lookups. Prints

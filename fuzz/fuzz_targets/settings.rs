@@ -1,0 +1,55 @@
+//! Settings on any input: `Settings::from_value` never panics on JSON, its exemptions can be
+//! queried with anything, and `validate_settings_payload` always answers JSON with a boolean
+//! `valid` (and a `message` when false) that agrees with `from_value`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use resolvable_images_policy::settings::{validate_settings_payload, Settings};
+use serde_json::Value;
+
+fuzz_target!(|data: &[u8]| {
+    let answer = validate_settings_payload(data);
+    let answer: Value = serde_json::from_slice(&answer).expect("validate_settings answers JSON");
+    let valid = answer["valid"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no boolean `valid` in {answer}"));
+    if !valid {
+        assert!(
+            answer["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "refused without a message: {answer}"
+        );
+    }
+
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        assert!(!valid, "non-JSON settings accepted");
+        return;
+    };
+    let settings = Settings::from_value(&value);
+    assert_eq!(
+        settings.is_ok(),
+        valid,
+        "from_value and validate_settings disagree"
+    );
+    let Ok(settings) = settings else {
+        return;
+    };
+    // Query the exemptions with every string of the input, patterns included.
+    let mut strings = Vec::new();
+    collect_strings(&value, &mut strings);
+    for text in strings {
+        let _ = settings.is_image_exempt(text);
+        let _ = settings.is_namespace_exempt(text);
+    }
+});
+
+fn collect_strings<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) => into.push(text),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
+        Value::Object(map) => map.iter().for_each(|(k, v)| {
+            into.push(k);
+            collect_strings(v, into);
+        }),
+        _ => {}
+    }
+}

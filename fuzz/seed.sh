@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fills fuzz/corpus/<target>/ with seed inputs taken from the unit and end-to-end fixtures.
+# Idempotent: each seed is stored under the hash of its content, next to whatever the fuzzer
+# has already found. Needs jq. Run from anywhere: `bash fuzz/seed.sh`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+corpus="$root/fuzz/corpus"
+mkdir -p "$corpus"/{reference,docker_config,keyring,settings,validate}
+
+# seed TARGET: stores stdin as one seed of TARGET.
+seed() {
+  local file
+  file=$(mktemp)
+  cat >"$file"
+  mv "$file" "$corpus/$1/seed-$(sha1sum <"$file" | cut -c1-16)"
+}
+
+requests=("$root"/tests/fixtures/requests/*.json "$root"/e2e-tests/sessions/*.request.json)
+scenarios=("$root"/e2e-tests/scenarios/*.json)
+
+# reference: every image of the fixtures, and the strings of reference.rs's test tables.
+sha="sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+{
+  jq -r '.. | objects | .image? // empty | strings' "${requests[@]}"
+  sed -n '/^mod tests/,$p' "$root/src/reference.rs" | grep -o '"[^"]*"' | sed 's/^"//; s/"$//' |
+    grep -v '[{}]'
+  printf '%s\n' "busybox@$sha" "ghcr.io/org/app:1.2@$sha" "[::1]:5000/team/app:v1@$sha" \
+    "repo@sha512:$(printf 'a%.0s' {1..128})" "localhost:5000" "index.docker.io/busybox"
+} | sort -u | while IFS= read -r image; do
+  printf '%s' "$image" | seed reference
+done
+
+# settings: the end-to-end scenarios and the settings of recorded sessions.
+for file in "${scenarios[@]}"; do
+  jq -c . "$file" | tr -d '\n' | seed settings
+done
+jq -c '.settings // empty' "${requests[@]}" | while IFS= read -r settings; do
+  printf '%s' "$settings" | seed settings
+done
+printf '%s' '{"timeBudgetMs":1,"exemptImages":["docker.io/library/*","[a-z]?x*"],"exemptNamespaces":["kube-system"],"pullSecrets":{"consult":false,"credentialedLookups":true}}' |
+  seed settings
+printf '%s' 'null' | seed settings
+
+# validate: each request as is (settings null), with each scenario's settings, and with the
+# pull secrets and ServiceAccount of the fuzz target's cluster.
+for request in "${requests[@]}"; do
+  seed validate <"$request"
+  for file in "${scenarios[@]}"; do
+    jq -c --slurpfile s "$file" '{settings: $s[0], request: .request}' "$request" | seed validate
+  done
+  jq -c '.request as $r
+    | ($r.object | if .spec.template then ["spec","template","spec"]
+        elif .spec.jobTemplate then ["spec","jobTemplate","spec","template","spec"]
+        else ["spec"] end) as $path
+    | {settings: {pullSecrets: {credentialedLookups: true}},
+       request: ($r | .object |= setpath($path + ["imagePullSecrets"];
+         [{name: "regcred"}, {name: "legacy"}, {name: "broken"}, {name: "opaque"}, {name: "ghost"}]))}' \
+    "$request" | seed validate
+  jq -c '.request as $r
+    | ($r.object | if .spec.template then ["spec","template","spec"]
+        elif .spec.jobTemplate then ["spec","jobTemplate","spec","template","spec"]
+        else ["spec"] end) as $path
+    | {settings: {actions: {unauthorized: "reject", uncoveredRegistry: "allow"}},
+       request: ($r | .object |= setpath($path + ["serviceAccountName"]; "builder"))}' \
+    "$request" | seed validate
+done
+
+# validate, image mode (an input not starting with `{`): images one a line.
+images=$(for file in "$corpus"/reference/seed-*; do cat "$file"; echo; done)
+printf '%s' "${images:0:4000}" | seed validate
+printf '%s\n' registry.example.com/team/app:1.4.2 busybox:1.36 ghcr.io/org/private:1 \
+  "registry.example.com/platform/migrate:2.1.0@$sha" NGINX "a/b:c@d" | seed validate
+
+# docker_config: type byte (0 dockerconfigjson, 1 dockercfg), data byte (0 base64), mode byte
+# (0: raw document, `$M` standing for a secret), then the document.
+docker_config() { printf "$1"; printf '%s' "$2"; }
+docker_config '\0\0\0' '{"auths":{"registry.example.com":{"auth":"dXNlcjpwYXNz"}}}' | seed docker_config
+docker_config '\0\0\0' '{"auths":{"https://u:$M@r.example/v2/":{"username":"u","password":"$M"}},"HttpHeaders":{"X":"$M"}}' | seed docker_config
+docker_config '\0\0\0' '{"AUTHS":null,"auths":{"ghcr.io":{"auth":"$M"},"x":null}}' | seed docker_config
+docker_config '\1\0\0' '{"https://index.docker.io/v1/":{"username":"$M","password":"$M","email":"e@x"}}' | seed docker_config
+docker_config '\1\1\0' '{"*.example.com:5000/team":{"auth":"$M="}}' | seed docker_config
+docker_config '\0\0\1' 'entries' | seed docker_config
