@@ -246,10 +246,7 @@ millis() { date +%s%3N; }
 }
 
 @test "status 503 whose body quotes 'manifest unknown' (a mirror relaying upstream): unreachable, not absent" {
-  # Known policy bug: src/verdict.rs classifies by substrings of the whole host error, and the
-  # quoted 503 body matches "manifest unknown" before the status is looked at, so the image is
-  # rejected as absent. Remove this skip once the classifier treats 5xx as unreachable.
-  skip "policy bug: a 5xx quoting 'manifest unknown' is classified as absent (src/verdict.rs)"
+  # The status decides before the body it quotes (src/verdict.rs, classify_host_error).
   fault_start status --status 503 --error-code MANIFEST_UNKNOWN --error-message "manifest unknown"
   req=$(fault_request "$FAULT_ADDR/team/app:1.4.2")
   run -0 --separate-stderr run_policy_via_fault "$req"

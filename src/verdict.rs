@@ -174,11 +174,42 @@ const PATTERNS: [(FailureKind, &[&str]); 4] = [
 /// Classifies the error text of a failed `oci/v1/manifest_digest` call.
 pub fn classify_host_error(text: &str) -> Failure {
     let lower = text.to_ascii_lowercase();
-    let kind = PATTERNS
-        .iter()
-        .find(|(_, needles)| needles.iter().any(|needle| lower.contains(needle)))
-        .map_or(FailureKind::Unreachable, |(kind, _)| *kind);
+    let matches = |kind: FailureKind| {
+        PATTERNS
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .any(|(_, needles)| needles.iter().any(|needle| lower.contains(needle)))
+    };
+    // The host's own refusal first; then the HTTP status when the text has one, since the
+    // body it quotes is the registry's (a 503 may quote an upstream's "manifest unknown");
+    // then the recognised phrases of bodies without a status.
+    let kind = if matches(FailureKind::HostRefused) {
+        FailureKind::HostRefused
+    } else if let Some(kind) = http_status(&lower).and_then(kind_of_status) {
+        kind
+    } else {
+        PATTERNS
+            .iter()
+            .find(|(_, needles)| needles.iter().any(|needle| lower.contains(needle)))
+            .map_or(FailureKind::Unreachable, |(kind, _)| *kind)
+    };
     Failure::new(kind, summarise(text))
+}
+
+/// The status of oci-client's `Server error: url …, code: NNN, message: …`.
+fn http_status(lower: &str) -> Option<u16> {
+    let (_, after) = lower.split_once(", code: ")?;
+    after.get(..3)?.parse().ok()
+}
+
+/// What a status says on its own, when it says something.
+fn kind_of_status(status: u16) -> Option<FailureKind> {
+    match status {
+        401 | 403 => Some(FailureKind::Unauthorized),
+        404 => Some(FailureKind::Absent),
+        408 | 429 | 500..=599 => Some(FailureKind::Unreachable),
+        _ => None,
+    }
 }
 
 /// The useful part of a host error: the innermost message of the first line, plus the root
@@ -297,6 +328,24 @@ mod tests {
         ];
         for (text, expected) in cases {
             assert_eq!(classify_host_error(&text).kind, expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_status_outweighs_the_body_it_quotes() {
+        let cases = [
+            ("Server error: url https://m/v2/a/manifests/1, code: 503, message: {\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"manifest unknown\"}]}", FailureKind::Unreachable),
+            ("Server error: url https://m/v2/a/manifests/1, code: 502, message: not authorized upstream", FailureKind::Unreachable),
+            ("Server error: url https://m/v2/a/manifests/1, code: 429, message: manifest unknown", FailureKind::Unreachable),
+            ("Server error: url https://m/v2/a/manifests/1, code: 404, message: denied", FailureKind::Absent),
+            ("Server error: url https://m/v2/a/manifests/1, code: 418, message: manifest unknown", FailureKind::Absent),
+        ];
+        for (detail, expected) in cases {
+            assert_eq!(
+                classify_host_error(&replayed(detail)).kind,
+                expected,
+                "{detail}"
+            );
         }
     }
 
