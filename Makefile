@@ -60,8 +60,11 @@ test:
 
 # End-to-end: the annotated policy in the test host against real registries.
 .PHONY: e2e-tests
+# Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
 e2e-tests: annotated-policy.wasm $(HOST)
-	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bats e2e-tests
+	rm -rf $(CURDIR)/.e2e-work/transcripts
+	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
+		POLICY_HOST=$(CURDIR)/$(HOST) bats e2e-tests
 
 # Installs the wasm target and the Debian packages when missing (fast when present).
 .PHONY: setup
