@@ -406,3 +406,54 @@ fn credentialed_batches_get_the_remaining_budget_as_their_time_out() {
         ]
     );
 }
+
+#[test]
+fn escapes_and_odd_encodings_are_answered_never_panicked_on() {
+    let pod = |image: &str| {
+        format!(
+            r#"{{"request":{{"kind":{{"kind":"Pod"}},"operation":"CREATE","namespace":"a","name":"p","object":{{"spec":{{"containers":[{{"name":"c","image":"{image}"}}]}}}}}}}}"#
+        )
+    };
+    // A lone surrogate is not valid JSON text: the request is refused as unreadable.
+    let response: Value =
+        serde_json::from_slice(&validate_payload(pod(r"\ud800").as_bytes(), &cluster())).unwrap();
+    assert_eq!(response["code"], 400, "{response}");
+    // Escapes that decode to odd but valid strings are invalid references.
+    for image in [
+        r"ngi\u0000nx",
+        r"\u00ffnginx",
+        r"nginx\n",
+        r"\\xff\\xfe",
+        r"\t",
+    ] {
+        let response: Value =
+            serde_json::from_slice(&validate_payload(pod(image).as_bytes(), &cluster())).unwrap();
+        assert_eq!(response["accepted"], false, "{image}: {response}");
+        assert!(
+            message(&response).contains("invalid image reference"),
+            "{image}: {response}"
+        );
+    }
+    // Invalid UTF-8 bytes anywhere in the payload: unreadable, 400.
+    let mut bytes = pod("nginx").into_bytes();
+    bytes.insert(bytes.len() - 10, 0xff);
+    let response: Value = serde_json::from_slice(&validate_payload(&bytes, &cluster())).unwrap();
+    assert_eq!(response["code"], 400);
+}
+
+#[test]
+fn ten_thousand_patterns_and_a_thousand_containers_decide() {
+    let mut request = fixture("pod-create.json");
+    let containers: Vec<Value> = (0..1000)
+        .map(|i| json!({"name": format!("c{i}"), "image": format!("r{i}.example/app:1")}))
+        .collect();
+    request["object"]["spec"]["containers"] = json!(containers);
+    let patterns: Vec<String> = (0..10_000).map(|i| format!("r{i}.example/*")).collect();
+    let host = cluster().with_digest(MIGRATE, "sha256:0");
+    let response = run(&request, json!({"exemptImages": patterns}), &host);
+    assert_eq!(
+        response["accepted"], true,
+        "every container image is exempt"
+    );
+    assert_eq!(host.digest_calls(), [MIGRATE]);
+}
