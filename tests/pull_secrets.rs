@@ -79,6 +79,11 @@ fn with_pod_secrets(mut request: Value, names: &[&str]) -> Value {
     request
 }
 
+/// The pod's `regcred` secret for registry.example.com, for `user`.
+fn regcred(user: &str) -> Value {
+    dockerconfigjson("regcred", "registry.example.com", user, PASSWORD)
+}
+
 fn credentialed() -> Value {
     json!({"pullSecrets": {"credentialedLookups": true}})
 }
@@ -86,12 +91,7 @@ fn credentialed() -> Value {
 #[test]
 fn pod_secrets_are_used_for_credentialed_lookups_in_one_batch() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
-    let host = credentialed_registry().with_object(dockerconfigjson(
-        "regcred",
-        "registry.example.com",
-        USER,
-        PASSWORD,
-    ));
+    let host = credentialed_registry().with_object(regcred(USER));
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     assert!(response["warnings"].is_null(), "{response}");
@@ -104,12 +104,7 @@ fn pod_secrets_are_used_for_credentialed_lookups_in_one_batch() {
 #[test]
 fn a_refused_pod_credential_is_reported_as_such() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
-    let host = credentialed_registry().with_object(dockerconfigjson(
-        "regcred",
-        "registry.example.com",
-        "intruder",
-        PASSWORD,
-    ));
+    let host = credentialed_registry().with_object(regcred("intruder"));
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true);
     let warnings = warnings(&response);
@@ -152,12 +147,7 @@ fn templates_use_their_service_accounts_secrets() {
 fn templates_default_to_the_default_service_account() {
     let host = credentialed_registry()
         .with_object(service_account("default", &["regcred"]))
-        .with_object(dockerconfigjson(
-            "regcred",
-            "registry.example.com",
-            USER,
-            PASSWORD,
-        ));
+        .with_object(regcred(USER));
     let response = run(&fixture("statefulset-create.json"), credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     assert_eq!(host.calls()[0], "get ServiceAccount team-a/default");
@@ -264,12 +254,7 @@ fn unauthorized_images_no_secret_covers_are_named() {
 #[test]
 fn covering_secrets_the_stock_host_cannot_use_are_explained() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
-    let host = stock_registry().with_object(dockerconfigjson(
-        "regcred",
-        "registry.example.com",
-        USER,
-        PASSWORD,
-    ));
+    let host = stock_registry().with_object(regcred(USER));
     let response = run(&request, json!({}), &host);
     let warnings = warnings(&response);
     assert!(
@@ -289,12 +274,7 @@ fn covering_secrets_the_stock_host_cannot_use_are_explained() {
 #[test]
 fn credentialed_lookups_fall_back_on_a_stock_host_and_say_so() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
-    let host = stock_registry().with_object(dockerconfigjson(
-        "regcred",
-        "registry.example.com",
-        USER,
-        PASSWORD,
-    ));
+    let host = stock_registry().with_object(regcred(USER));
     let response = run(&request, credentialed(), &host);
     let calls = host.calls();
     assert_eq!(calls[1], "resolve 3 within 1500ms");
@@ -306,12 +286,7 @@ fn credentialed_lookups_fall_back_on_a_stock_host_and_say_so() {
 #[test]
 fn with_the_setting_off_no_call_is_wasted() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
-    let host = stock_registry().with_object(dockerconfigjson(
-        "regcred",
-        "registry.example.com",
-        USER,
-        PASSWORD,
-    ));
+    let host = stock_registry().with_object(regcred(USER));
     run(&request, json!({}), &host);
     assert!(
         !host.calls().iter().any(|c| c.starts_with("resolve")),
@@ -366,32 +341,17 @@ fn no_secret_byte_reaches_any_output() {
     let scenarios: Vec<(Value, InMemoryHost, Value)> = vec![
         (
             with_pod_secrets(fixture("pod-create.json"), &["regcred"]),
-            credentialed_registry().with_object(dockerconfigjson(
-                "regcred",
-                "registry.example.com",
-                USER,
-                PASSWORD,
-            )),
+            credentialed_registry().with_object(regcred(USER)),
             credentialed(),
         ),
         (
             with_pod_secrets(fixture("pod-create.json"), &["regcred"]),
-            credentialed_registry().with_object(dockerconfigjson(
-                "regcred",
-                "registry.example.com",
-                "intruder",
-                PASSWORD,
-            )),
+            credentialed_registry().with_object(regcred("intruder")),
             json!({"actions": {"unauthorized": "reject"}, "pullSecrets": {"credentialedLookups": true}}),
         ),
         (
             with_pod_secrets(fixture("pod-create.json"), &["regcred"]),
-            stock_registry().with_object(dockerconfigjson(
-                "regcred",
-                "registry.example.com",
-                USER,
-                PASSWORD,
-            )),
+            stock_registry().with_object(regcred(USER)),
             json!({"actions": {"unauthorized": "allow"}}),
         ),
         (
