@@ -203,9 +203,16 @@ mod tests {
         assert_eq!(kind(&["$.ok", "$[?"], &[]).unwrap_err().0, "images[1]");
         assert_eq!(kind(&[], &["spec.template"]).unwrap_err().0, "podSpecs[0]");
         // match() and search() need the regex engine this build leaves out (README, Choices).
-        let regex = kind(&["$.spec.templates[?match(@.name, 'b.*')].container.image"], &[]);
+        let regex = kind(
+            &["$.spec.templates[?match(@.name, 'b.*')].container.image"],
+            &[],
+        );
         assert_eq!(regex.unwrap_err().0, "images[0]");
-        assert!(kind(&["$.spec.templates[?length(@.name) > 1].container.image"], &[]).is_ok());
+        assert!(kind(
+            &["$.spec.templates[?length(@.name) > 1].container.image"],
+            &[]
+        )
+        .is_ok());
         let bad_version = CustomKind::new(CustomResourceRule {
             api_version: "argoproj.io/".into(),
             kind: "Workflow".into(),
