@@ -52,11 +52,12 @@ lint:
 	cargo clippy --target wasm32-wasip1 -- -D warnings
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
 
-# Native unit tests of the policy and of the test host.
+# Native unit tests of the policy and of the test host. The host's are built with --release so
+# that its wasmtime dependencies are compiled once, for these tests and for the e2e host.
 .PHONY: test
 test:
 	cargo test
-	cargo test --manifest-path e2e-tests/host/Cargo.toml
+	cargo test --release --manifest-path e2e-tests/host/Cargo.toml
 
 # End-to-end: the annotated policy in the test host against real registries.
 .PHONY: e2e-tests
