@@ -235,8 +235,9 @@ impl<'a> Target<'a> {
     }
 
     fn extract(&self, object: &Value) -> Result<Vec<Unit>, WorkloadError> {
-        let unit = |spec: PodSpecView, admitted_pod| Unit {
-            containers: spec.containers.clone(),
+        // The containers move out of the spec: the rest of it only serves secrets and platforms.
+        let unit = |mut spec: PodSpecView, admitted_pod| Unit {
+            containers: std::mem::take(&mut spec.containers),
             spec: Some(spec),
             admitted_pod,
         };

@@ -137,10 +137,11 @@ fn resolve_with_credentials(
     host: &impl Host,
 ) -> Result<BTreeMap<(Option<usize>, String), Verdict>, String> {
     let mut keys: Vec<(Option<usize>, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut lookups = Vec::new();
     for request in requests {
         let key = (Some(request.unit), request.reference.lookup_reference());
-        if keys.contains(&key) {
+        if !seen.insert(key.clone()) {
             continue;
         }
         let credentials = keyrings
