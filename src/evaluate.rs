@@ -115,7 +115,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
                 .collect()
         })
         .flatten();
-    let mut lookups = look_up(&requests, keyrings.as_deref(), &budget, host);
+    let lookups = look_up(&requests, keyrings.as_deref(), &budget, host);
     if let Some(reason) = &lookups.fallback {
         notes.push(format!(
             "credentialed lookups (oci/v1/resolve_images) are not available here ({reason}); images were checked with the policy server's credentials"
@@ -134,56 +134,26 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
             failure: finding.failure.clone(),
         })
         .collect();
-    let mut platform_checker = PlatformChecker::new(settings, host, &budget);
-    let mut pins: Vec<(String, String)> = Vec::new();
-    let mut from_mirrors = Vec::new();
+    let mut judge = Judge {
+        host,
+        budget: &budget,
+        lookups,
+        secrets: &secrets,
+        units: &units,
+        namespace: &request.namespace,
+        platforms: PlatformChecker::new(settings, host, &budget),
+        pins: Vec::new(),
+        from_mirrors: Vec::new(),
+    };
     for (check, chain) in checks.into_iter().zip(&chains) {
-        let failure = match &check.reference {
-            Err(failure) => Some(failure.clone()),
-            Ok(reference) => {
-                match chain_verdict(chain, |r| {
-                    Some(lookups.verdict(check.unit, r, &budget, host))
-                }) {
-                    ChainVerdict::Failed(failure) => Some(explain_refusal(
-                        failure,
-                        reference,
-                        chain.len(),
-                        secrets.get(check.unit).and_then(Option::as_ref),
-                        &request.namespace,
-                        &lookups,
-                    )),
-                    ChainVerdict::Resolved {
-                        digest,
-                        location,
-                        is_mirror,
-                    } => {
-                        if is_mirror {
-                            from_mirrors.push(format!(
-                                "{} {}: {}",
-                                check.container,
-                                check.container.image,
-                                location.lookup_reference()
-                            ));
-                        }
-                        let node_selector =
-                            units[check.unit].spec.as_ref().map(|s| &s.node_selector);
-                        let failure = platform_checker.check(&location, &digest, node_selector);
-                        if failure.is_none() && reference.digest().is_none() {
-                            pins.push((
-                                check.container.pointer.clone(),
-                                format!("{}@{digest}", check.container.image),
-                            ));
-                        }
-                        failure
-                    }
-                }
-            }
-        };
-        if let Some(failure) = failure {
+        if let Some(failure) = judge.failure(&check, chain) {
             let finding = Finding::image(check.container, check.reference.ok(), failure);
             findings.push(finding.with_mirrors(chain.len() > 1));
         }
     }
+    let Judge {
+        pins, from_mirrors, ..
+    } = judge;
     let mut decision = decide(&resource, &findings, &notes, &settings.actions);
     if !from_mirrors.is_empty() {
         decision
@@ -194,6 +164,71 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         decision.mutated_object = Some(pin(&request.object, &pins));
     }
     decision
+}
+
+/// What the checks of one request share while their verdicts are worked out, and what the
+/// resolved ones leave behind (digests to pin, images found on mirrors).
+struct Judge<'a, H: Host> {
+    host: &'a H,
+    budget: &'a Budget,
+    lookups: Lookups,
+    secrets: &'a [Option<PullSecrets>],
+    units: &'a [Unit],
+    namespace: &'a str,
+    platforms: PlatformChecker<'a, H>,
+    pins: Vec<(String, String)>,
+    from_mirrors: Vec<String>,
+}
+
+impl<H: Host> Judge<'_, H> {
+    /// Why `check`'s image will not (or may not) pull from `chain`, if it will not.
+    fn failure(&mut self, check: &Check, chain: &[Location]) -> Option<Failure> {
+        let reference = match &check.reference {
+            Err(failure) => return Some(failure.clone()),
+            Ok(reference) => reference,
+        };
+        let (lookups, budget, host) = (&mut self.lookups, self.budget, self.host);
+        let verdict = chain_verdict(chain, |r| {
+            Some(lookups.verdict(check.unit, r, budget, host))
+        });
+        let (digest, location, is_mirror) = match verdict {
+            ChainVerdict::Failed(failure) => {
+                return Some(explain_refusal(
+                    failure,
+                    reference,
+                    chain.len(),
+                    self.secrets.get(check.unit).and_then(Option::as_ref),
+                    self.namespace,
+                    &self.lookups,
+                ))
+            }
+            ChainVerdict::Resolved {
+                digest,
+                location,
+                is_mirror,
+            } => (digest, location, is_mirror),
+        };
+        let container = &check.container;
+        if is_mirror {
+            self.from_mirrors.push(format!(
+                "{container} {}: {}",
+                container.image,
+                location.lookup_reference()
+            ));
+        }
+        let node_selector = self.units[check.unit]
+            .spec
+            .as_ref()
+            .map(|s| &s.node_selector);
+        let failure = self.platforms.check(&location, &digest, node_selector);
+        if failure.is_none() && reference.digest().is_none() {
+            self.pins.push((
+                container.pointer.clone(),
+                format!("{}@{digest}", container.image),
+            ));
+        }
+        failure
+    }
 }
 
 /// Where the images of a request's object are.
