@@ -6,10 +6,13 @@
 //! as one of the many pre-standard dialects do; it also reports each match's location, which
 //! becomes the JSON pointer a pinned digest is written to.
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
+use crate::settings::FieldError;
 use crate::workload::{
     read_pod_spec_at, ContainerImage, ContainerList, PodSpecView, WorkloadError,
 };
@@ -52,43 +55,34 @@ pub struct CustomImages {
 }
 
 impl CustomKind {
-    /// Validates a rule; the error is (field relative to the rule, problem).
-    pub fn new(rule: CustomResourceRule) -> Result<Self, (String, String)> {
+    /// Validates a rule; the error names the field relative to the rule.
+    pub fn new(rule: CustomResourceRule) -> Result<Self, CustomKindError> {
         let (group, version) = match rule.api_version.rsplit_once('/') {
             Some((group, version)) => (group.to_owned(), version.to_owned()),
             None => (String::new(), rule.api_version.clone()),
         };
         if version.is_empty() || rule.api_version.chars().any(char::is_whitespace) {
-            return Err((
-                "apiVersion".into(),
-                "must be group/version, e.g. argoproj.io/v1alpha1".into(),
-            ));
+            return Err(CustomKindError::ApiVersion);
         }
         if rule.kind.is_empty() || !rule.kind.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err((
-                "kind".into(),
-                "must be a Kubernetes kind, e.g. Workflow".into(),
-            ));
+            return Err(CustomKindError::Kind);
         }
         if rule.images.is_empty() && rule.pod_specs.is_empty() {
-            return Err((
-                "images".into(),
-                "give at least one JSONPath in images or podSpecs".into(),
-            ));
+            return Err(CustomKindError::NoPaths);
         }
-        let compile = |field: &str, paths: &[String]| -> Result<Vec<JsonPath>, (String, String)> {
+        let compile = |field: &'static str, paths: &[String]| {
             paths
                 .iter()
                 .enumerate()
-                .map(|(i, path)| {
-                    JsonPath::parse(path).map_err(|e| {
-                        (
-                            format!("{field}[{i}]"),
-                            format!("invalid JSONPath {path:?}: {e}"),
-                        )
+                .map(|(index, path)| {
+                    JsonPath::parse(path).map_err(|e| CustomKindError::JsonPath {
+                        field,
+                        index,
+                        path: path.clone(),
+                        reason: e.to_string(),
                     })
                 })
-                .collect()
+                .collect::<Result<Vec<_>, _>>()
         };
         Ok(CustomKind {
             images: compile("images", &rule.images)?,
@@ -133,12 +127,62 @@ impl CustomKind {
     }
 }
 
+/// A refused custom kind rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CustomKindError {
+    /// `apiVersion` is not `group/version`.
+    ApiVersion,
+    /// `kind` is not a Kubernetes kind.
+    Kind,
+    /// Neither `images` nor `podSpecs` has a path.
+    NoPaths,
+    /// A path is not RFC 9535 JSONPath (or uses what this build leaves out).
+    JsonPath {
+        /// `images` or `podSpecs`.
+        field: &'static str,
+        /// Its position in that list.
+        index: usize,
+        /// The path as written.
+        path: String,
+        /// The parser's reason.
+        reason: String,
+    },
+}
+
+impl fmt::Display for CustomKindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CustomKindError::ApiVersion => {
+                f.write_str("must be group/version, e.g. argoproj.io/v1alpha1")
+            }
+            CustomKindError::Kind => f.write_str("must be a Kubernetes kind, e.g. Workflow"),
+            CustomKindError::NoPaths => {
+                f.write_str("give at least one JSONPath in images or podSpecs")
+            }
+            CustomKindError::JsonPath { path, reason, .. } => {
+                write!(f, "invalid JSONPath {path:?}: {reason}")
+            }
+        }
+    }
+}
+
+impl FieldError for CustomKindError {
+    fn field(&self) -> String {
+        match self {
+            CustomKindError::ApiVersion => ".apiVersion".to_owned(),
+            CustomKindError::Kind => ".kind".to_owned(),
+            CustomKindError::NoPaths => ".images".to_owned(),
+            CustomKindError::JsonPath { field, index, .. } => format!(".{field}[{index}]"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn kind(images: &[&str], pod_specs: &[&str]) -> Result<CustomKind, (String, String)> {
+    fn kind(images: &[&str], pod_specs: &[&str]) -> Result<CustomKind, CustomKindError> {
         CustomKind::new(CustomResourceRule {
             api_version: "argoproj.io/v1alpha1".into(),
             kind: "Workflow".into(),
@@ -199,15 +243,21 @@ mod tests {
 
     #[test]
     fn bad_rules_name_their_field() {
-        assert_eq!(kind(&[], &[]).unwrap_err().0, "images");
-        assert_eq!(kind(&["$.ok", "$[?"], &[]).unwrap_err().0, "images[1]");
-        assert_eq!(kind(&[], &["spec.template"]).unwrap_err().0, "podSpecs[0]");
+        assert_eq!(kind(&[], &[]).unwrap_err().field(), ".images");
+        assert_eq!(
+            kind(&["$.ok", "$[?"], &[]).unwrap_err().field(),
+            ".images[1]"
+        );
+        assert_eq!(
+            kind(&[], &["spec.template"]).unwrap_err().field(),
+            ".podSpecs[0]"
+        );
         // match() and search() need the regex engine this build leaves out (README, Choices).
         let regex = kind(
             &["$.spec.templates[?match(@.name, 'b.*')].container.image"],
             &[],
         );
-        assert_eq!(regex.unwrap_err().0, "images[0]");
+        assert_eq!(regex.unwrap_err().field(), ".images[0]");
         assert!(kind(
             &["$.spec.templates[?length(@.name) > 1].container.image"],
             &[]
@@ -219,6 +269,6 @@ mod tests {
             images: vec!["$.a".into()],
             pod_specs: vec![],
         });
-        assert_eq!(bad_version.unwrap_err().0, "apiVersion");
+        assert_eq!(bad_version.unwrap_err().field(), ".apiVersion");
     }
 }

@@ -1,22 +1,46 @@
 //! resolvable-images-policy: a Kubewarden policy that rejects Pods and workloads whose images
 //! will certainly fail to pull, and warns about those it could not verify.
 //!
-//! The crate is split so that every decision is pure and testable natively; only
-//! [`host::WapcHost`] touches the waPC boundary, and only the `wasm32` entry points below use it.
+//! Every decision is pure and testable natively; only [`host::WapcHost`] touches the waPC
+//! boundary, and only the `wasm32` entry points below use it. A request is decided in four
+//! steps ([`evaluate::evaluate`]): [`plan`] what to check, [`lookup`] the registries,
+//! [`judge`] what the answers mean, and answer with the configured actions ([`report`]).
+//!
+//! # Glossary
+//! - **image**: a container's image string as written ([`workload::ContainerImage`]).
+//! - **reference**: an image parsed and normalised as the kubelet does
+//!   ([`reference::ImageReference`]).
+//! - **pod**: one pod spec of the request (a custom kind may hold several), with its pull
+//!   secrets and its images to check ([`plan::Pod`], [`plan::Check`]).
+//! - **location**: a place a node may pull an image from, a mirror or the primary; a **chain**
+//!   is the locations a node tries, in order ([`mirrors::Location`]).
+//! - **lookup**: asking one location whether a manifest exists, with the policy server's
+//!   credentials or, in a batch, with the pod's ([`lookup::Lookups`]). "Resolve" appears only
+//!   in the name of the proposed capability `oci/v1/resolve_images`.
+//! - **failure**: why an image will not pull, or could not be verified; its **kind** is one
+//!   row of the table in [`failure::FailureKind`] (setting key, certainty, default action).
+//! - **finding**: a failure with its subject, a container or a pull secret ([`report::Finding`]).
+//! - **action**: what the operator wants done with a kind of failure: reject, warn or allow
+//!   ([`settings::Action`]).
+//! - **decision**: the answer to the admission request ([`report::Decision`]).
+//! - **host error**: a failed host call, classified once from its text ([`host::HostError`]).
 
 pub mod admission;
 pub mod credentials;
 pub mod custom_kinds;
 pub mod evaluate;
+pub mod failure;
 pub mod host;
+pub mod judge;
+pub mod lookup;
 pub mod mirrors;
+pub mod plan;
 pub mod platforms;
 pub mod pull_secrets;
 pub mod reference;
-pub mod registry;
 pub mod report;
 pub mod settings;
-pub mod verdict;
+pub mod text;
 pub mod workload;
 
 #[cfg(target_arch = "wasm32")]

@@ -6,9 +6,12 @@
 //! primary location (the prefix, or its `location` rewrite). The image is resolvable when any
 //! location has it, and absent only when every location says so.
 
+use std::fmt;
+
 use serde::Deserialize;
 
-use crate::reference::ImageReference;
+use crate::reference::{ImageReference, ReferenceError};
+use crate::settings::FieldError;
 
 /// Which references a mirror serves (`pull-from-mirror` in registries.conf).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -69,22 +72,22 @@ pub struct Mirrors {
 
 impl Mirrors {
     /// Validates `rules`; the error names the offending field relative to the rule list.
-    pub fn new(rules: Vec<RegistryRule>) -> Result<Self, (String, String)> {
+    pub fn new(rules: Vec<RegistryRule>) -> Result<Self, RuleError> {
         for (i, rule) in rules.iter().enumerate() {
-            let field = |name: &str| format!("registries[{i}].{name}");
-            check_location(&rule.prefix, true).map_err(|e| (field("prefix"), e))?;
+            let at = |field: &str| {
+                let field = format!("[{i}].{field}");
+                move |problem| RuleError { field, problem }
+            };
+            check_location(&rule.prefix, true).map_err(at("prefix"))?;
             if let Some(location) = &rule.location {
                 if rule.prefix.starts_with("*.") {
-                    return Err((
-                        field("location"),
-                        "a wildcard prefix cannot be rewritten; use mirrors".into(),
-                    ));
+                    return Err(at("location")(LocationError::WildcardRewritten));
                 }
-                check_location(location, false).map_err(|e| (field("location"), e))?;
+                check_location(location, false).map_err(at("location"))?;
             }
             for (j, mirror) in rule.mirrors.iter().enumerate() {
                 check_location(&mirror.location, false)
-                    .map_err(|e| (format!("registries[{i}].mirrors[{j}].location"), e))?;
+                    .map_err(at(&format!("mirrors[{j}].location")))?;
             }
         }
         Ok(Mirrors { rules })
@@ -162,36 +165,113 @@ impl Mirrors {
     }
 }
 
+/// A refused registry rule: which field, relative to the rule list, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleError {
+    /// `[0].prefix`, `[1].mirrors[0].location`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: LocationError,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.problem.fmt(f)
+    }
+}
+
+impl FieldError for RuleError {
+    fn field(&self) -> String {
+        self.field.clone()
+    }
+}
+
+/// Why a `prefix` or `location` is not `host[:port][/path]` (or, for a prefix, `*.domain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocationError {
+    /// Nothing was written.
+    Empty,
+    /// `https://…`: locations are written without a scheme.
+    Scheme,
+    /// A tag, digest, blank or trailing slash.
+    NotHostPath(String),
+    /// `*.domain` outside a prefix.
+    WildcardOutsidePrefix,
+    /// `*.domain/path`, or `*.` alone.
+    WildcardWithPath(String),
+    /// A `*` anywhere but leading a prefix.
+    MisplacedWildcard(String),
+    /// A wildcard prefix with a `location` rewrite.
+    WildcardRewritten,
+    /// Not a valid registry and repository path.
+    Invalid {
+        /// The location as written.
+        location: String,
+        /// Why the reference parser refused it.
+        reason: ReferenceError,
+    },
+}
+
+impl fmt::Display for LocationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LocationError::Empty => f.write_str("must not be empty"),
+            LocationError::Scheme => {
+                f.write_str("must not have a scheme: write host[:port][/path]")
+            }
+            LocationError::NotHostPath(location) => {
+                write!(f, "{location:?} is not host[:port][/path]")
+            }
+            LocationError::WildcardOutsidePrefix => {
+                f.write_str("wildcards are only allowed in prefixes")
+            }
+            LocationError::WildcardWithPath(location) => write!(
+                f,
+                "{location:?}: a wildcard prefix is *.domain, without a path"
+            ),
+            LocationError::MisplacedWildcard(location) => write!(
+                f,
+                "{location:?}: a wildcard may only lead a prefix, as *.domain"
+            ),
+            LocationError::WildcardRewritten => {
+                f.write_str("a wildcard prefix cannot be rewritten; use mirrors")
+            }
+            LocationError::Invalid { location, reason } => {
+                write!(f, "{location:?} is not host[:port][/path]: {reason}")
+            }
+        }
+    }
+}
+
 /// `host[:port][/path]` without scheme, tag or digest; `*.domain` only where allowed.
-fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), String> {
+fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), LocationError> {
     if location.is_empty() {
-        return Err("must not be empty".into());
+        return Err(LocationError::Empty);
     }
     if location.contains("://") {
-        return Err("must not have a scheme: write host[:port][/path]".into());
+        return Err(LocationError::Scheme);
     }
     if location.contains(['@', ' ', '\t']) || location.ends_with('/') {
-        return Err(format!("{location:?} is not host[:port][/path]"));
+        return Err(LocationError::NotHostPath(location.to_owned()));
     }
     if let Some(domain) = location.strip_prefix("*.") {
         if !wildcard_allowed {
-            return Err("wildcards are only allowed in prefixes".into());
+            return Err(LocationError::WildcardOutsidePrefix);
         }
         if domain.is_empty() || domain.contains(['/', '*']) {
-            return Err(format!(
-                "{location:?}: a wildcard prefix is *.domain, without a path"
-            ));
+            return Err(LocationError::WildcardWithPath(location.to_owned()));
         }
         return Ok(());
     }
     if location.contains('*') {
-        return Err(format!(
-            "{location:?}: a wildcard may only lead a prefix, as *.domain"
-        ));
+        return Err(LocationError::MisplacedWildcard(location.to_owned()));
     }
     ImageReference::parse(&format!("{location}/x"))
         .map(|_| ())
-        .map_err(|e| format!("{location:?} is not host[:port][/path]: {e}"))
+        .map_err(|reason| LocationError::Invalid {
+            location: location.to_owned(),
+            reason,
+        })
 }
 
 #[cfg(test)]
@@ -351,14 +431,11 @@ mod tests {
     #[test]
     fn invalid_rules_name_their_field() {
         let cases = [
-            (rule("", None, vec![]), "registries[0].prefix"),
-            (
-                rule("https://docker.io", None, vec![]),
-                "registries[0].prefix",
-            ),
+            (rule("", None, vec![]), "[0].prefix"),
+            (rule("https://docker.io", None, vec![]), "[0].prefix"),
             (
                 rule("*.example.com", Some("x.local"), vec![]),
-                "registries[0].location",
+                "[0].location",
             ),
             (
                 rule(
@@ -366,7 +443,7 @@ mod tests {
                     None,
                     vec![mirror("*.local", PullFromMirror::All)],
                 ),
-                "registries[0].mirrors[0].location",
+                "[0].mirrors[0].location",
             ),
             (
                 rule(
@@ -374,13 +451,13 @@ mod tests {
                     None,
                     vec![mirror("Mirror.local/UPPER", PullFromMirror::All)],
                 ),
-                "registries[0].mirrors[0].location",
+                "[0].mirrors[0].location",
             ),
-            (rule("a*.example.com", None, vec![]), "registries[0].prefix"),
+            (rule("a*.example.com", None, vec![]), "[0].prefix"),
         ];
         for (rule, field) in cases {
-            let (got, problem) = Mirrors::new(vec![rule.clone()]).expect_err(&rule.prefix);
-            assert_eq!(got, field, "{rule:?}: {problem}");
+            let error = Mirrors::new(vec![rule.clone()]).expect_err(&rule.prefix);
+            assert_eq!(error.field(), field, "{rule:?}: {error}");
         }
     }
 }

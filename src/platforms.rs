@@ -1,10 +1,17 @@
 //! Platforms: an image that exists but has no manifest for the node's OS and architecture fails
-//! just as surely as a missing tag (`no matching manifest for linux/arm64`).
+//! just as surely as a missing tag (`no matching manifest for linux/arm64`). The matching rules
+//! are pure functions; [`PlatformChecker`] reads what they need through the host.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::Value;
+
+use crate::failure::{Failure, FailureKind};
+use crate::host::{Host, ListAllRequest};
+use crate::lookup::Budget;
+use crate::reference::ImageReference;
+use crate::settings::FieldError;
 
 /// An OCI platform: `os/architecture[/variant]`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,7 +26,7 @@ pub struct Platform {
 
 impl Platform {
     /// Parses `os/architecture[/variant]`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, PlatformError> {
         let parts: Vec<&str> = text.split('/').collect();
         let valid = |s: &str| {
             !s.is_empty()
@@ -33,9 +40,9 @@ impl Platform {
             [os, architecture, variant] if valid(os) && valid(architecture) && valid(variant) => {
                 Ok(Platform::new(os, architecture, Some(variant)))
             }
-            _ => Err(format!(
-                "{text:?} is not os/architecture[/variant], e.g. linux/arm64/v8"
-            )),
+            _ => Err(PlatformError {
+                entry: text.to_owned(),
+            }),
         }
     }
 
@@ -83,6 +90,44 @@ impl fmt::Display for Platform {
     }
 }
 
+/// A platform that is not `os/architecture[/variant]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformError {
+    /// The entry as written.
+    pub entry: String,
+}
+
+impl fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not os/architecture[/variant], e.g. linux/arm64/v8",
+            self.entry
+        )
+    }
+}
+
+/// A refused `requiredPlatforms` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequirementError {
+    /// Its position in the list.
+    pub index: usize,
+    /// What is wrong with it.
+    pub error: PlatformError,
+}
+
+impl fmt::Display for RequirementError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl FieldError for RequirementError {
+    fn field(&self) -> String {
+        format!("[{}]", self.index)
+    }
+}
+
 /// What the operator requires.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requirement {
@@ -94,15 +139,15 @@ pub struct Requirement {
 
 impl Requirement {
     /// Parses `requiredPlatforms`: platforms, and `cluster` for the Nodes' platforms.
-    pub fn parse(entries: &[String]) -> Result<Self, (usize, String)> {
+    pub fn parse(entries: &[String]) -> Result<Self, RequirementError> {
         let mut requirement = Requirement::default();
-        for (i, entry) in entries.iter().enumerate() {
+        for (index, entry) in entries.iter().enumerate() {
             if entry == "cluster" {
                 requirement.cluster = true;
             } else {
-                requirement
-                    .platforms
-                    .push(Platform::parse(entry).map_err(|e| (i, e))?);
+                let platform =
+                    Platform::parse(entry).map_err(|error| RequirementError { index, error })?;
+                requirement.platforms.push(platform);
             }
         }
         Ok(requirement)
@@ -180,6 +225,110 @@ pub fn list(platforms: &[impl std::borrow::Borrow<Platform>]) -> String {
         "none".to_owned()
     } else {
         names.join(", ")
+    }
+}
+
+/// Checks found images against `requiredPlatforms`, reading each image digest's platforms
+/// once per request and the cluster's Nodes at most once.
+pub struct PlatformChecker<'a, H: Host> {
+    requirement: &'a Requirement,
+    host: &'a H,
+    budget: &'a Budget,
+    cluster: Option<Vec<Platform>>,
+    available: BTreeMap<String, Result<Vec<Platform>, Failure>>,
+}
+
+impl<'a, H: Host> PlatformChecker<'a, H> {
+    /// A checker for `requirement`, whose host calls stop when `budget` is spent.
+    pub fn new(requirement: &'a Requirement, host: &'a H, budget: &'a Budget) -> Self {
+        PlatformChecker {
+            requirement,
+            host,
+            budget,
+            cluster: None,
+            available: BTreeMap::new(),
+        }
+    }
+
+    /// The failure of an image found at `location` with `digest`, if a required platform is
+    /// missing or the platforms could not be read.
+    pub fn check(
+        &mut self,
+        location: &ImageReference,
+        digest: &str,
+        node_selector: Option<&BTreeMap<String, String>>,
+    ) -> Option<Failure> {
+        let requirement = self.requirement;
+        if requirement.is_empty() {
+            return None;
+        }
+        let mut required = requirement.platforms.clone();
+        if requirement.cluster {
+            required.extend(self.cluster_platforms());
+        }
+        if let Some(selector) = node_selector {
+            required = restrict_to_node_selector(required, selector);
+        }
+        if required.is_empty() {
+            return None;
+        }
+        let at = format!("{}@{digest}", location.name());
+        let available = match self.available.get(&at) {
+            Some(cached) => cached.clone(),
+            None => {
+                let read = self.read_platforms(&at);
+                self.available.insert(at, read.clone());
+                read
+            }
+        };
+        match available {
+            Err(failure) => Some(failure),
+            Ok(available) => {
+                let missing = missing(&required, &available);
+                (!missing.is_empty()).then(|| {
+                    Failure::new(
+                        FailureKind::MissingPlatform,
+                        format!(
+                            "no manifest for {}; the image has {}",
+                            list(&missing),
+                            list(&available)
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    /// The platforms of the cluster's Nodes, listed once per request.
+    fn cluster_platforms(&mut self) -> Vec<Platform> {
+        let host = self.host;
+        self.cluster
+            .get_or_insert_with(|| {
+                let request = ListAllRequest {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    label_selector: None,
+                    field_selector: None,
+                    field_masks: Some(vec!["metadata.labels".into(), "status.nodeInfo".into()]),
+                };
+                host.list_resources_all(&request)
+                    .map(|list| node_platforms(&list))
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+
+    /// An index's platforms, or a single manifest's from its config.
+    fn read_platforms(&self, at: &str) -> Result<Vec<Platform>, Failure> {
+        if self.budget.is_spent(self.host) {
+            return Err(self.budget.not_checked());
+        }
+        let manifest = self.host.oci_manifest(at).map_err(|e| e.failure())?;
+        if let Some(platforms) = index_platforms(&manifest) {
+            return Ok(platforms);
+        }
+        let answer = self.host.oci_manifest_config(at).map_err(|e| e.failure())?;
+        Ok(Platform::from_json(&answer["config"]).into_iter().collect())
     }
 }
 
@@ -263,7 +412,7 @@ mod tests {
         assert_eq!(
             Requirement::parse(&["linux/amd64".into(), "arm64".into()])
                 .unwrap_err()
-                .0,
+                .index,
             1
         );
         assert!(Requirement::parse(&[]).unwrap().is_empty());

@@ -10,8 +10,9 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::credentials::{parse_pull_secret, Keyring};
+use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ResourceRequest};
-use crate::verdict::{summarise, Failure, FailureKind};
+use crate::reference::ImageReference;
 use crate::workload::PodSpecView;
 
 /// Where the pod's list of pull secrets came from, for messages.
@@ -57,6 +58,41 @@ impl PullSecrets {
     pub fn consulted(&self) -> bool {
         self.unavailable.is_none()
     }
+
+    /// A refused lookup of `reference` means more once the pod's secrets are known: no secret
+    /// covering the registry is its own failure; a covering secret the lookup could not use is
+    /// said so. `pod_credentials` tells whether the lookup used these secrets.
+    pub fn explain_refusal(
+        &self,
+        failure: Failure,
+        reference: &ImageReference,
+        namespace: &str,
+        pod_credentials: bool,
+    ) -> Failure {
+        if !self.consulted() || failure.kind != FailureKind::Unauthorized {
+            return failure;
+        }
+        let registry = reference.registry();
+        let detail = failure.detail;
+        if self.keyring.lookup(&reference.name()).is_empty() {
+            Failure::new(
+                FailureKind::UncoveredRegistry,
+                format!("no pull secret in namespace {namespace} covers {registry}; {detail}"),
+            )
+        } else if pod_credentials {
+            Failure::new(
+                FailureKind::Unauthorized,
+                format!("the pod's pull secrets for {registry} were refused: {detail}"),
+            )
+        } else {
+            Failure::new(
+                FailureKind::Unauthorized,
+                format!(
+                    "the pod's pull secrets cover {registry} but this check used the policy server's credentials; {detail}"
+                ),
+            )
+        }
+    }
 }
 
 /// Fields the policy needs from each object: nothing else crosses the boundary.
@@ -64,15 +100,9 @@ const SERVICE_ACCOUNT_FIELDS: &[&str] = &["imagePullSecrets"];
 const SECRET_FIELDS: &[&str] = &["type", "data"];
 
 /// Reads the pull secrets the kubelet would use for pods of `spec` in `namespace`.
-/// `admitted_pod` is true for a Pod, which the ServiceAccount plugin has already completed.
-pub fn resolve(
-    admitted_pod: bool,
-    spec: &PodSpecView,
-    namespace: &str,
-    host: &impl Host,
-) -> PullSecrets {
+pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecrets {
     let mut result = PullSecrets::default();
-    let (names, origin) = if admitted_pod || !spec.image_pull_secrets.is_empty() {
+    let (names, origin) = if spec.admitted_pod || !spec.image_pull_secrets.is_empty() {
         (spec.image_pull_secrets.clone(), SecretOrigin::PodSpec)
     } else {
         let account = spec.service_account_name.as_deref().unwrap_or("default");
@@ -81,7 +111,7 @@ pub fn resolve(
             ResourceRequest::core("ServiceAccount", namespace, account, SERVICE_ACCOUNT_FIELDS);
         match host.get_resource(&request) {
             Ok(service_account) => (secret_names(&service_account), origin),
-            Err(error) if is_not_found(&error) => {
+            Err(error) if error.is_not_found() => {
                 result.findings.push(SecretFinding {
                     description: format!("ServiceAccount \"{namespace}/{account}\""),
                     failure: Failure::new(
@@ -92,7 +122,7 @@ pub fn resolve(
                 (Vec::new(), origin)
             }
             Err(error) => {
-                result.unavailable = Some(summarise(&error));
+                result.unavailable = Some(error.summary());
                 return result;
             }
         }
@@ -124,12 +154,12 @@ pub fn resolve(
                     format!("{error}; the kubelet fails every pull of the pod"),
                 )),
             },
-            Err(error) if is_not_found(&error) => result.findings.push(finding(
+            Err(error) if error.is_not_found() => result.findings.push(finding(
                 FailureKind::MissingPullSecret,
                 format!("secret {object} does not exist; the kubelet skips it"),
             )),
             Err(error) => {
-                result.unavailable = Some(summarise(&error));
+                result.unavailable = Some(error.summary());
                 return result;
             }
         }
@@ -147,9 +177,4 @@ fn secret_names(service_account: &Value) -> Vec<String> {
         .filter(|name| !name.is_empty())
         .map(str::to_owned)
         .collect()
-}
-
-/// The host's answer for an object that does not exist (as opposed to a refused read).
-fn is_not_found(error: &str) -> bool {
-    error.contains("Cannot find") || error.contains("NotFound") || error.contains(" not found")
 }

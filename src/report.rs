@@ -6,9 +6,10 @@ use std::fmt;
 
 use kubewarden_policy_sdk::response::ValidationResponse;
 
+use crate::failure::{Failure, FailureKind};
 use crate::reference::ImageReference;
 use crate::settings::{Action, Actions};
-use crate::verdict::{truncate, Failure, FailureKind};
+use crate::text::truncate;
 use crate::workload::ContainerImage;
 
 /// Kubernetes may truncate warnings longer than this.
@@ -371,10 +372,7 @@ mod tests {
 
     #[test]
     fn allow_goes_to_the_audit_annotation_only() {
-        let actions = Actions {
-            unreachable: Action::Allow,
-            ..Actions::default()
-        };
+        let actions = Actions::default().with(FailureKind::Unreachable, Action::Allow);
         let findings = [finding(
             "a.io/b:1",
             FailureKind::Unreachable,

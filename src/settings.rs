@@ -7,9 +7,9 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
+use crate::failure::FailureKind;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
-use crate::verdict::FailureKind;
 
 /// What to do with an image that failed in a given way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -23,64 +23,55 @@ pub enum Action {
     Allow,
 }
 
-/// One action per failure class; the defaults reject only what is certain to fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Actions {
-    /// The registry said the image does not exist.
-    pub absent: Action,
-    /// The image is not a valid reference.
-    pub invalid_reference: Action,
-    /// The registry refused the lookup (401/403).
-    pub unauthorized: Action,
-    /// The registry could not be reached or answered with an error.
-    pub unreachable: Action,
-    /// The policy host refused the lookup.
-    pub host_refused: Action,
-    /// A referenced pull secret or ServiceAccount does not exist.
-    pub missing_pull_secret: Action,
-    /// A pull secret is not of a docker-config type.
-    pub wrong_pull_secret_type: Action,
-    /// A pull secret does not decode (the kubelet then fails every pull of the pod).
-    pub malformed_pull_secret: Action,
-    /// A lookup was refused and no pull secret of the pod covers the registry.
-    pub uncovered_registry: Action,
-    /// The image has no manifest for a required platform.
-    pub missing_platform: Action,
-}
+/// One action per failure class, keyed by [`FailureKind`]'s setting keys; a kind the operator
+/// does not name gets its [default](FailureKind::default_action), which rejects only what is
+/// certain to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actions([Action; FailureKind::COUNT]);
 
 impl Default for Actions {
     fn default() -> Self {
-        Actions {
-            absent: Action::Reject,
-            invalid_reference: Action::Reject,
-            unauthorized: Action::Warn,
-            unreachable: Action::Warn,
-            host_refused: Action::Warn,
-            missing_pull_secret: Action::Warn,
-            wrong_pull_secret_type: Action::Warn,
-            malformed_pull_secret: Action::Reject,
-            uncovered_registry: Action::Warn,
-            missing_platform: Action::Reject,
-        }
+        Actions(FailureKind::ALL.map(FailureKind::default_action))
     }
 }
 
 impl Actions {
     /// The configured action for a failure class.
     pub fn for_kind(&self, kind: FailureKind) -> Action {
-        match kind {
-            FailureKind::Absent => self.absent,
-            FailureKind::InvalidReference => self.invalid_reference,
-            FailureKind::Unauthorized => self.unauthorized,
-            FailureKind::Unreachable => self.unreachable,
-            FailureKind::HostRefused => self.host_refused,
-            FailureKind::MissingPullSecret => self.missing_pull_secret,
-            FailureKind::WrongPullSecretType => self.wrong_pull_secret_type,
-            FailureKind::MalformedPullSecret => self.malformed_pull_secret,
-            FailureKind::UncoveredRegistry => self.uncovered_registry,
-            FailureKind::MissingPlatform => self.missing_platform,
+        self.0[kind.index()]
+    }
+
+    /// These actions, with `kind` handled by `action`.
+    pub fn with(mut self, kind: FailureKind, action: Action) -> Self {
+        self.0[kind.index()] = action;
+        self
+    }
+}
+
+impl<'de> Deserialize<'de> for Actions {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ActionsVisitor;
+        impl<'de> serde::de::Visitor<'de> for ActionsVisitor {
+            type Value = Actions;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from failure kinds to reject, warn or allow")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Actions, A::Error> {
+                let mut actions = Actions::default();
+                let mut seen = [false; FailureKind::COUNT];
+                while let Some(kind) = map.next_key::<FailureKind>()? {
+                    if std::mem::replace(&mut seen[kind.index()], true) {
+                        return Err(serde::de::Error::duplicate_field(kind.setting_key()));
+                    }
+                    actions = actions.with(kind, map.next_value()?);
+                }
+                Ok(actions)
+            }
         }
+        deserializer.deserialize_map(ActionsVisitor)
     }
 }
 
@@ -227,20 +218,15 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
-        let mirrors = Mirrors::new(raw.registries)
-            .map_err(|(field, problem)| SettingsError::new(field, problem))?;
+        let mirrors = Mirrors::new(raw.registries).map_err(within("registries"))?;
         let required_platforms =
-            Requirement::parse(&raw.required_platforms).map_err(|(i, problem)| {
-                SettingsError::new(format!("requiredPlatforms[{i}]"), problem)
-            })?;
+            Requirement::parse(&raw.required_platforms).map_err(within("requiredPlatforms"))?;
         let custom_kinds = raw
             .custom_resources
             .into_iter()
             .enumerate()
             .map(|(i, rule)| {
-                CustomKind::new(rule).map_err(|(field, problem)| {
-                    SettingsError::new(format!("customResources[{i}].{field}"), problem)
-                })
+                CustomKind::new(rule).map_err(within(&format!("customResources[{i}]")))
             })
             .collect::<Result<_, _>>()?;
         Ok(Settings {
@@ -287,6 +273,19 @@ fn is_dns_label(name: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// The error of a parser that settings delegate a field to: it names the offending part
+/// relative to that field (`[0].prefix`), and [`within`] makes it a [`SettingsError`].
+pub trait FieldError: fmt::Display {
+    /// The offending part, relative to the field handed to the parser: `[2]`, `.kind`,
+    /// `[0].mirrors[1].location`.
+    fn field(&self) -> String;
+}
+
+/// Turns a sub-parser's error into a settings error at `field`: the one place paths are joined.
+fn within<E: FieldError>(field: &str) -> impl Fn(E) -> SettingsError + '_ {
+    move |error| SettingsError::new(format!("{field}{}", error.field()), error.to_string())
 }
 
 /// A settings problem, naming the offending field by its path (`actions.absent`).

@@ -190,6 +190,9 @@ pub struct PodSpecView {
     pub service_account_name: Option<String>,
     /// `nodeSelector`: narrows the platforms the pods can land on.
     pub node_selector: std::collections::BTreeMap<String, String>,
+    /// True for a Pod, which the ServiceAccount admission plugin has already completed: its
+    /// `imagePullSecrets` are final. False for templates.
+    pub admitted_pod: bool,
 }
 
 /// Reads the pod spec of an object of `kind`.
@@ -264,6 +267,7 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
             .collect(),
         service_account_name: spec.service_account_name.filter(|name| !name.is_empty()),
         node_selector: spec.node_selector.unwrap_or_default(),
+        admitted_pod: false,
     })
 }
 

@@ -1,155 +1,53 @@
-//! What a registry lookup established about one image, and how the host's error texts map onto
-//! it. The host reports failures only as text, so classification is by recognised substrings;
-//! anything unrecognised is "unreachable", never "absent": only a registry that was allowed to
-//! see the repository and answered 404 proves an image cannot be pulled.
+//! Host errors: the host reports a failed call only as text, so it is classified here, once,
+//! by recognised substrings of the capability that failed. Anything unrecognised is
+//! "unreachable", never "not found": only a registry that was allowed to see the repository
+//! and answered 404 proves an image cannot be pulled.
 
 use std::fmt;
 
-use serde::Deserialize;
+use crate::failure::{Failure, FailureKind};
+use crate::text::truncate;
 
-/// The outcome of checking one normalised image reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// The registry has the manifest; the pull will find it.
-    Resolved {
-        /// The manifest digest the registry answered.
-        digest: String,
-    },
-    /// The image will not be pulled as written, or could not be verified.
-    Failed(Failure),
-}
-
-/// Why an image failed, or could not be checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// The class of failure, which selects the configured action.
-    pub kind: FailureKind,
-    /// A one-line explanation taken from the registry or the parser; never secret material.
-    pub detail: String,
-}
-
-impl Failure {
-    /// A failure of `kind` explained by `detail`.
-    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
-        Failure {
-            kind,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// The classes of failure operators give actions to. The names are the setting keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum FailureKind {
-    /// The registry said the tag, digest or repository does not exist: the pull will fail.
-    Absent,
-    /// The image string is not a reference the kubelet can parse (`InvalidImageName`).
+/// What a failed host call means, as far as its text tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostErrorKind {
+    /// The host refused the call itself: capability not granted, unknown operation.
+    Refused,
+    /// The host could not parse the image reference it was given.
     InvalidReference,
-    /// The registry refused the lookup (401/403): the image may exist but is private.
+    /// The registry refused the lookup (401/403, `denied`).
     Unauthorized,
-    /// The registry could not be asked or gave no usable answer (network, 5xx, 429, time-out).
+    /// The registry, or the API server, said the thing asked for does not exist.
+    NotFound,
+    /// Anything else: network, 5xx, 429, an unreadable answer, an unknown text.
     Unreachable,
-    /// The policy host refused the lookup itself (capability not granted or not implemented).
-    HostRefused,
-    /// A pull secret (or the ServiceAccount that should supply them) does not exist; the
-    /// kubelet skips it and pulls with whatever else matches.
-    MissingPullSecret,
-    /// A pull secret is not of a docker-config type; the kubelet ignores it.
-    WrongPullSecretType,
-    /// A pull secret does not decode; the kubelet then fails every pull of the pod.
-    MalformedPullSecret,
-    /// The registry refused the lookup and no pull secret of the pod covers that registry.
-    UncoveredRegistry,
-    /// The image exists but has no manifest for a platform its pods must run on.
-    MissingPlatform,
 }
 
-impl FailureKind {
-    /// Every kind, in the order reports list them.
-    pub const ALL: [FailureKind; 10] = [
-        FailureKind::Absent,
-        FailureKind::InvalidReference,
-        FailureKind::Unauthorized,
-        FailureKind::Unreachable,
-        FailureKind::HostRefused,
-        FailureKind::MissingPullSecret,
-        FailureKind::WrongPullSecretType,
-        FailureKind::MalformedPullSecret,
-        FailureKind::UncoveredRegistry,
-        FailureKind::MissingPlatform,
-    ];
-
-    /// True when the failure proves the pull will fail, as opposed to "could not verify".
-    pub fn is_certain(self) -> bool {
-        matches!(
-            self,
-            FailureKind::Absent
-                | FailureKind::InvalidReference
-                | FailureKind::MalformedPullSecret
-                | FailureKind::MissingPlatform
-        )
-    }
-
-    /// The setting key, as operators write it.
-    pub fn setting_key(self) -> &'static str {
-        match self {
-            FailureKind::Absent => "absent",
-            FailureKind::InvalidReference => "invalidReference",
-            FailureKind::Unauthorized => "unauthorized",
-            FailureKind::Unreachable => "unreachable",
-            FailureKind::HostRefused => "hostRefused",
-            FailureKind::MissingPullSecret => "missingPullSecret",
-            FailureKind::WrongPullSecretType => "wrongPullSecretType",
-            FailureKind::MalformedPullSecret => "malformedPullSecret",
-            FailureKind::UncoveredRegistry => "uncoveredRegistry",
-            FailureKind::MissingPlatform => "missingPlatform",
-        }
-    }
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureKind::Absent => "not found",
-            FailureKind::InvalidReference => "invalid image reference",
-            FailureKind::Unauthorized => "not authorized",
-            FailureKind::Unreachable => "registry unreachable",
-            FailureKind::HostRefused => "lookup refused by the policy host",
-            FailureKind::MissingPullSecret => "missing pull secret",
-            FailureKind::WrongPullSecretType => "pull secret of the wrong type",
-            FailureKind::MalformedPullSecret => "malformed pull secret",
-            FailureKind::UncoveredRegistry => "not authorized",
-            FailureKind::MissingPlatform => "no manifest for a required platform",
-        })
-    }
+/// A failed host call: the host's text and what it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostError {
+    kind: HostErrorKind,
+    text: String,
 }
 
 /// Longest detail quoted from a host error, so one odd registry cannot flood a message.
 const DETAIL_MAX: usize = 300;
 
-/// Substrings that identify each class, matched case-insensitively, checked in this order.
-/// The host's own refusals come first (they can quote any operation); authorisation comes
-/// before absence because some registries say "denied" with a 404-looking body.
-const PATTERNS: [(FailureKind, &[&str]); 4] = [
+/// Substrings that identify each class of registry error, matched case-insensitively, checked
+/// in this order. The host's own refusals come first (they can quote any operation);
+/// authorisation comes before absence because some registries say "denied" with a
+/// 404-looking body.
+const LOOKUP_PATTERNS: [(HostErrorKind, &[&str]); 4] = [
+    (HostErrorKind::Refused, REFUSALS),
     (
-        FailureKind::HostRefused,
-        &[
-            "has not been granted access",
-            "unknown binding",
-            "unknown namespace",
-            "unknown operation",
-        ],
-    ),
-    (
-        FailureKind::InvalidReference,
+        HostErrorKind::InvalidReference,
         &[
             "invalid reference format",
             "repository name must be lowercase",
         ],
     ),
     (
-        FailureKind::Unauthorized,
+        HostErrorKind::Unauthorized,
         &[
             "not authorized",
             "code: 401",
@@ -160,7 +58,7 @@ const PATTERNS: [(FailureKind, &[&str]); 4] = [
         ],
     ),
     (
-        FailureKind::Absent,
+        HostErrorKind::NotFound,
         &[
             "manifest unknown",
             "repository name not known",
@@ -171,29 +69,95 @@ const PATTERNS: [(FailureKind, &[&str]); 4] = [
     ),
 ];
 
-/// Classifies the error text of a failed `oci/v1/manifest_digest` call.
-pub fn classify_host_error(text: &str) -> Failure {
+/// The host's own refusals, whatever the capability.
+const REFUSALS: &[&str] = &[
+    "has not been granted access",
+    "unknown binding",
+    "unknown namespace",
+    "unknown operation",
+];
+
+/// How the host says a Kubernetes object does not exist (as opposed to a refused read).
+const OBJECT_NOT_FOUND: &[&str] = &["Cannot find", "NotFound", " not found"];
+
+impl HostError {
+    /// An error of a registry capability (`oci/…`).
+    pub fn lookup(text: impl Into<String>) -> Self {
+        let text = text.into();
+        HostError {
+            kind: classify_lookup(&text),
+            text,
+        }
+    }
+
+    /// An error of a Kubernetes capability (`kubernetes/…`).
+    pub fn kubernetes(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let lower = text.to_ascii_lowercase();
+        let kind = if REFUSALS.iter().any(|needle| lower.contains(needle)) {
+            HostErrorKind::Refused
+        } else if OBJECT_NOT_FOUND.iter().any(|needle| text.contains(needle)) {
+            HostErrorKind::NotFound
+        } else {
+            HostErrorKind::Unreachable
+        };
+        HostError { kind, text }
+    }
+
+    /// What the error means.
+    pub fn kind(&self) -> HostErrorKind {
+        self.kind
+    }
+
+    /// True when the registry or the API server said the thing does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.kind == HostErrorKind::NotFound
+    }
+
+    /// The error as a registry failure, with the useful part of the text as its detail.
+    pub fn failure(&self) -> Failure {
+        let kind = match self.kind {
+            HostErrorKind::Refused => FailureKind::HostRefused,
+            HostErrorKind::InvalidReference => FailureKind::InvalidReference,
+            HostErrorKind::Unauthorized => FailureKind::Unauthorized,
+            HostErrorKind::NotFound => FailureKind::Absent,
+            HostErrorKind::Unreachable => FailureKind::Unreachable,
+        };
+        Failure::new(kind, self.summary())
+    }
+
+    /// The useful part of the text: the innermost message of the first line, plus the root
+    /// cause of a live host's "Caused by:" chain (e.g. `Connection refused (os error 111)`).
+    pub fn summary(&self) -> String {
+        summarise(&self.text)
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.summary())
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// Classifies the text of a failed registry lookup.
+fn classify_lookup(text: &str) -> HostErrorKind {
     let lower = text.to_ascii_lowercase();
-    let matches = |kind: FailureKind| {
-        PATTERNS
-            .iter()
-            .filter(|(k, _)| *k == kind)
-            .any(|(_, needles)| needles.iter().any(|needle| lower.contains(needle)))
-    };
+    let matches = |needles: &[&str]| needles.iter().any(|needle| lower.contains(needle));
     // The host's own refusal first; then the HTTP status when the text has one, since the
     // body it quotes is the registry's (a 503 may quote an upstream's "manifest unknown");
     // then the recognised phrases of bodies without a status.
-    let kind = if matches(FailureKind::HostRefused) {
-        FailureKind::HostRefused
-    } else if let Some(kind) = http_status(&lower).and_then(kind_of_status) {
-        kind
-    } else {
-        PATTERNS
-            .iter()
-            .find(|(_, needles)| needles.iter().any(|needle| lower.contains(needle)))
-            .map_or(FailureKind::Unreachable, |(kind, _)| *kind)
-    };
-    Failure::new(kind, summarise(text))
+    if matches(REFUSALS) {
+        return HostErrorKind::Refused;
+    }
+    if let Some(kind) = http_status(&lower).and_then(kind_of_status) {
+        return kind;
+    }
+    LOOKUP_PATTERNS
+        .iter()
+        .find(|(_, needles)| matches(needles))
+        .map_or(HostErrorKind::Unreachable, |(kind, _)| *kind)
 }
 
 /// The status of oci-client's `Server error: url …, code: NNN, message: …`.
@@ -203,17 +167,16 @@ fn http_status(lower: &str) -> Option<u16> {
 }
 
 /// What a status says on its own, when it says something.
-fn kind_of_status(status: u16) -> Option<FailureKind> {
+fn kind_of_status(status: u16) -> Option<HostErrorKind> {
     match status {
-        401 | 403 => Some(FailureKind::Unauthorized),
-        404 => Some(FailureKind::Absent),
-        408 | 429 | 500..=599 => Some(FailureKind::Unreachable),
+        401 | 403 => Some(HostErrorKind::Unauthorized),
+        404 => Some(HostErrorKind::NotFound),
+        408 | 429 | 500..=599 => Some(HostErrorKind::Unreachable),
         _ => None,
     }
 }
 
-/// The useful part of a host error: the innermost message of the first line, plus the root
-/// cause of a live host's "Caused by:" chain (e.g. `Connection refused (os error 111)`).
+/// The useful part of a host error text; see [`HostError::summary`].
 pub fn summarise(text: &str) -> String {
     const PREFIXES: [&str; 4] = [
         "Fail to interact with OCI registry: ",
@@ -245,19 +208,6 @@ fn strip_chain_number(line: &str) -> &str {
         Some((number, rest)) if number.bytes().all(|b| b.is_ascii_digit()) => rest,
         _ => line,
     }
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
-pub fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let ellipsis = '…';
-    let mut end = max.saturating_sub(ellipsis.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{ellipsis}", &text[..end])
 }
 
 #[cfg(test)]
@@ -327,7 +277,11 @@ mod tests {
             ),
         ];
         for (text, expected) in cases {
-            assert_eq!(classify_host_error(&text).kind, expected, "{text}");
+            assert_eq!(
+                HostError::lookup(text.as_str()).failure().kind,
+                expected,
+                "{text}"
+            );
         }
     }
 
@@ -342,7 +296,7 @@ mod tests {
         ];
         for (detail, expected) in cases {
             assert_eq!(
-                classify_host_error(&replayed(detail)).kind,
+                HostError::lookup(replayed(detail)).failure().kind,
                 expected,
                 "{detail}"
             );
@@ -356,13 +310,16 @@ mod tests {
             "something odd happened",
             "received corrupt message of type InvalidContentType",
         ] {
-            assert_eq!(classify_host_error(text).kind, FailureKind::Unreachable);
+            assert_eq!(
+                HostError::lookup(text).failure().kind,
+                FailureKind::Unreachable
+            );
         }
     }
 
     #[test]
     fn invalid_reference_from_the_host() {
-        let failure = classify_host_error(&replayed("invalid reference format"));
+        let failure = HostError::lookup(replayed("invalid reference format")).failure();
         assert_eq!(failure.kind, FailureKind::InvalidReference);
     }
 
@@ -396,19 +353,26 @@ mod tests {
     }
 
     #[test]
-    fn certainty_matches_the_mission() {
-        let certain: Vec<_> = FailureKind::ALL
-            .into_iter()
-            .filter(|k| k.is_certain())
-            .collect();
-        assert_eq!(
-            certain,
-            [
-                FailureKind::Absent,
-                FailureKind::InvalidReference,
-                FailureKind::MalformedPullSecret,
-                FailureKind::MissingPlatform
-            ]
+    fn kubernetes_errors_tell_missing_objects_from_refused_reads() {
+        let missing = HostError::kubernetes(
+            "error invoking host capability kubernetes.get_resource: Host error: Cannot find v1/Secret named 'regcred' inside of namespace 'Some(\"team-a\")'",
         );
+        assert!(missing.is_not_found());
+        let refused = HostError::kubernetes(
+            "Policy has not been granted access to Kubernetes v1/Secret resources. The violation has been reported.",
+        );
+        assert_eq!(refused.kind(), HostErrorKind::Refused);
+        let down = HostError::kubernetes("error sending request: connection refused");
+        assert_eq!(down.kind(), HostErrorKind::Unreachable);
+        assert!(!down.is_not_found());
+    }
+
+    #[test]
+    fn a_lookup_text_saying_not_found_is_not_a_missing_object() {
+        // A DNS failure mentions "not found" but proves nothing about the image.
+        let dns = HostError::lookup(
+            "error sending request for url (https://typo.example/v2/): dns error: host not found",
+        );
+        assert_eq!(dns.failure().kind, FailureKind::Unreachable);
     }
 }

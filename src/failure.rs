@@ -1,0 +1,223 @@
+//! Failures: why an image will not pull, or could not be verified. [`FailureKind`] is the one
+//! table of failure classes: each kind's setting key, certainty, default action and label are
+//! defined here once, and everything else (settings, reports, tests) reads them from it.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer};
+
+use crate::settings::Action;
+
+/// Why an image failed, or could not be checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The class of failure, which selects the configured action.
+    pub kind: FailureKind,
+    /// A one-line explanation taken from the registry or the parser; never secret material.
+    pub detail: String,
+}
+
+impl Failure {
+    /// A failure of `kind` explained by `detail`.
+    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The classes of failure operators give actions to; see [`FailureKind::spec`] for each one's
+/// setting key, certainty and label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureKind {
+    /// The registry said the tag, digest or repository does not exist: the pull will fail.
+    Absent,
+    /// The image string is not a reference the kubelet can parse (`InvalidImageName`).
+    InvalidReference,
+    /// The registry refused the lookup (401/403): the image may exist but is private.
+    Unauthorized,
+    /// The registry could not be asked or gave no usable answer (network, 5xx, 429, time-out).
+    Unreachable,
+    /// The policy host refused the lookup itself (capability not granted or not implemented).
+    HostRefused,
+    /// A pull secret (or the ServiceAccount that should supply them) does not exist; the
+    /// kubelet skips it and pulls with whatever else matches.
+    MissingPullSecret,
+    /// A pull secret is not of a docker-config type; the kubelet ignores it.
+    WrongPullSecretType,
+    /// A pull secret does not decode; the kubelet then fails every pull of the pod.
+    MalformedPullSecret,
+    /// The registry refused the lookup and no pull secret of the pod covers that registry.
+    UncoveredRegistry,
+    /// The image exists but has no manifest for a platform its pods must run on.
+    MissingPlatform,
+}
+
+/// What the policy knows about one failure class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindSpec {
+    /// The key under `actions` in the settings, as operators write it.
+    pub key: &'static str,
+    /// True when the failure proves the pull will fail, as opposed to "could not verify".
+    pub certain: bool,
+    /// How messages name the failure: `not found on registry docker.io`.
+    pub label: &'static str,
+}
+
+impl FailureKind {
+    /// How many kinds there are.
+    pub const COUNT: usize = 10;
+
+    /// Every kind, in the order reports list them.
+    pub const ALL: [FailureKind; Self::COUNT] = [
+        FailureKind::Absent,
+        FailureKind::InvalidReference,
+        FailureKind::Unauthorized,
+        FailureKind::Unreachable,
+        FailureKind::HostRefused,
+        FailureKind::MissingPullSecret,
+        FailureKind::WrongPullSecretType,
+        FailureKind::MalformedPullSecret,
+        FailureKind::UncoveredRegistry,
+        FailureKind::MissingPlatform,
+    ];
+
+    /// Every setting key, in the order of [`FailureKind::ALL`], for error messages.
+    pub const KEYS: [&'static str; Self::COUNT] = {
+        let mut keys = [""; Self::COUNT];
+        let mut i = 0;
+        while i < Self::COUNT {
+            keys[i] = Self::ALL[i].spec().key;
+            i += 1;
+        }
+        keys
+    };
+
+    /// The table of failure classes: the one place each kind's properties are written down.
+    pub const fn spec(self) -> KindSpec {
+        const fn kind(key: &'static str, certain: bool, label: &'static str) -> KindSpec {
+            KindSpec {
+                key,
+                certain,
+                label,
+            }
+        }
+        match self {
+            FailureKind::Absent => kind("absent", true, "not found"),
+            FailureKind::InvalidReference => {
+                kind("invalidReference", true, "invalid image reference")
+            }
+            FailureKind::Unauthorized => kind("unauthorized", false, "not authorized"),
+            FailureKind::Unreachable => kind("unreachable", false, "registry unreachable"),
+            FailureKind::HostRefused => {
+                kind("hostRefused", false, "lookup refused by the policy host")
+            }
+            FailureKind::MissingPullSecret => {
+                kind("missingPullSecret", false, "missing pull secret")
+            }
+            FailureKind::WrongPullSecretType => kind(
+                "wrongPullSecretType",
+                false,
+                "pull secret of the wrong type",
+            ),
+            FailureKind::MalformedPullSecret => {
+                kind("malformedPullSecret", true, "malformed pull secret")
+            }
+            FailureKind::UncoveredRegistry => kind("uncoveredRegistry", false, "not authorized"),
+            FailureKind::MissingPlatform => kind(
+                "missingPlatform",
+                true,
+                "no manifest for a required platform",
+            ),
+        }
+    }
+
+    /// True when the failure proves the pull will fail, as opposed to "could not verify".
+    pub const fn is_certain(self) -> bool {
+        self.spec().certain
+    }
+
+    /// The setting key, as operators write it.
+    pub const fn setting_key(self) -> &'static str {
+        self.spec().key
+    }
+
+    /// The action when the operator configured none: reject only what is certain to fail.
+    pub const fn default_action(self) -> Action {
+        if self.is_certain() {
+            Action::Reject
+        } else {
+            Action::Warn
+        }
+    }
+
+    /// The kind whose setting key is `key`.
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.setting_key() == key)
+    }
+
+    /// The kind's position in [`FailureKind::ALL`], for tables indexed by kind.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl<'de> Deserialize<'de> for FailureKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let key = String::deserialize(deserializer)?;
+        FailureKind::from_key(&key).ok_or_else(|| de::Error::unknown_field(&key, &Self::KEYS))
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.spec().label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certainty_matches_the_mission() {
+        let certain: Vec<_> = FailureKind::ALL
+            .into_iter()
+            .filter(|k| k.is_certain())
+            .collect();
+        assert_eq!(
+            certain,
+            [
+                FailureKind::Absent,
+                FailureKind::InvalidReference,
+                FailureKind::MalformedPullSecret,
+                FailureKind::MissingPlatform
+            ]
+        );
+    }
+
+    #[test]
+    fn the_table_is_indexed_in_order_and_keys_are_unique() {
+        for (i, kind) in FailureKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+            assert_eq!(FailureKind::from_key(kind.setting_key()), Some(kind));
+            assert_eq!(FailureKind::KEYS[i], kind.setting_key());
+        }
+        let mut keys = FailureKind::KEYS.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), FailureKind::COUNT);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_known_ones() {
+        let error = serde_json::from_value::<FailureKind>(serde_json::json!("absnet"))
+            .expect_err("unknown key");
+        let message = error.to_string();
+        assert!(
+            message.contains("absnet") && message.contains("`missingPlatform`"),
+            "{message}"
+        );
+    }
+}

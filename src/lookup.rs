@@ -1,0 +1,362 @@
+//! Registry lookups: one per distinct location, either with the policy server's credentials
+//! (`oci/v1/manifest_digest`, on every host, made on demand) or, where the host offers it and
+//! the operator enabled it, with each pod's own credentials in one batch
+//! (`oci/v1/resolve_images`); and what a mirror chain's lookups add up to.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::credentials::Keyring;
+use crate::failure::{Failure, FailureKind};
+use crate::host::{summarise, Host, ImageLookup, LookupAnswer, ResolveImagesRequest};
+use crate::mirrors::Location;
+use crate::plan::{Pod, PodId};
+use crate::reference::ImageReference;
+
+/// The time an evaluation may spend on host calls, measured with the host's clock. A host
+/// call cannot be interrupted, so the budget decides whether to make the *next* one.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    deadline: Duration,
+    limit: Duration,
+}
+
+impl Budget {
+    /// A budget of `limit` starting now.
+    pub fn start(host: &impl Host, limit: Duration) -> Self {
+        Budget {
+            deadline: host.now() + limit,
+            limit,
+        }
+    }
+
+    /// What is left of the budget.
+    pub fn remaining(&self, host: &impl Host) -> Duration {
+        self.deadline.saturating_sub(host.now())
+    }
+
+    /// True when no new host call should start.
+    pub fn is_spent(&self, host: &impl Host) -> bool {
+        self.remaining(host).is_zero()
+    }
+
+    /// The failure of a check the budget left no time for.
+    pub fn not_checked(&self) -> Failure {
+        Failure::new(
+            FailureKind::Unreachable,
+            format!(
+                "not checked in time: the policy's time budget of {} ms (timeBudgetMs) was spent on earlier lookups",
+                self.limit.as_millis()
+            ),
+        )
+    }
+}
+
+/// What one lookup established: the manifest digest, or why there is none.
+pub type LookupResult = Result<String, Failure>;
+
+/// Lookups are kept apart by whose credentials they used: the policy server's (`None`) or a
+/// pod's, since two pods with different pull secrets may get different answers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct LookupKey {
+    pod: Option<PodId>,
+    reference: String,
+}
+
+/// The lookups of one request, each made at most once.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    results: BTreeMap<LookupKey, LookupResult>,
+    credentialed: bool,
+    /// Why credentialed lookups were not used although enabled.
+    pub fallback: Option<String>,
+}
+
+impl Lookups {
+    /// Starts the request's lookups. With `credentialed` (and every pod's secrets read), every
+    /// location of every check is looked up at once through the credentialed capability;
+    /// otherwise, or if the host cannot do it, [`Lookups::at`] asks the stock capability on
+    /// demand.
+    pub fn start(pods: &[Pod], credentialed: bool, budget: &Budget, host: &impl Host) -> Self {
+        let mut lookups = Lookups::default();
+        let keyrings: Option<Vec<&Keyring>> = credentialed
+            .then(|| pods.iter().map(Pod::keyring).collect())
+            .flatten();
+        if let Some(keyrings) = keyrings {
+            match look_up_with_credentials(pods, &keyrings, budget, host) {
+                Ok(results) => {
+                    lookups.results = results;
+                    lookups.credentialed = true;
+                }
+                Err(reason) => lookups.fallback = Some(reason),
+            }
+        }
+        lookups
+    }
+
+    /// The result for `reference` looked up for `pod`: from the credentialed batch, or looked
+    /// up now with the stock capability, once per distinct reference. Stock lookups are made on
+    /// demand so that a mirror chain stops at the first location with the image.
+    pub fn at(
+        &mut self,
+        pod: PodId,
+        reference: &ImageReference,
+        budget: &Budget,
+        host: &impl Host,
+    ) -> LookupResult {
+        let key = LookupKey {
+            pod: self.credentialed.then_some(pod),
+            reference: reference.lookup_reference(),
+        };
+        if let Some(result) = self.results.get(&key) {
+            return result.clone();
+        }
+        let result = if budget.is_spent(host) {
+            Err(budget.not_checked())
+        } else {
+            host.manifest_digest(&key.reference)
+                .map_err(|error| error.failure())
+        };
+        self.results.insert(key, result.clone());
+        result
+    }
+
+    /// Where a node pulling through `chain` for `pod` finds the image, or why it does not.
+    pub fn chain(
+        &mut self,
+        pod: PodId,
+        chain: &[Location],
+        budget: &Budget,
+        host: &impl Host,
+    ) -> Result<Found, Failure> {
+        chain_result(chain, |reference| self.at(pod, reference, budget, host))
+    }
+
+    /// True when the results came from the pods' own credentials.
+    pub fn used_pod_credentials(&self) -> bool {
+        self.credentialed
+    }
+}
+
+/// One `oci/v1/resolve_images` call for every distinct (pod, location), each with the
+/// credentials the kubelet would try. An `Err` says why the host could not do it.
+fn look_up_with_credentials(
+    pods: &[Pod],
+    keyrings: &[&Keyring],
+    budget: &Budget,
+    host: &impl Host,
+) -> Result<BTreeMap<LookupKey, LookupResult>, String> {
+    let mut keys: Vec<LookupKey> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut batch = Vec::new();
+    let locations = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
+        pod.checks
+            .iter()
+            .flat_map(|check| &check.chain)
+            .map(move |location| (pod.id, *keyring, &location.reference))
+    });
+    for (pod, keyring, reference) in locations {
+        let key = LookupKey {
+            pod: Some(pod),
+            reference: reference.lookup_reference(),
+        };
+        if !seen.insert(key.clone()) {
+            continue;
+        }
+        batch.push(ImageLookup {
+            image: key.reference.clone(),
+            credentials: keyring
+                .lookup(&reference.name())
+                .into_iter()
+                .map(|c| c.to_capability_json())
+                .collect(),
+        });
+        keys.push(key);
+    }
+    let remaining = budget.remaining(host);
+    if remaining.is_zero() {
+        return Ok(keys
+            .into_iter()
+            .map(|key| (key, Err(budget.not_checked())))
+            .collect());
+    }
+    let request = ResolveImagesRequest {
+        lookups: batch,
+        timeout_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
+    };
+    let response = host.resolve_images(&request).map_err(|e| e.summary())?;
+    if response.results.len() != keys.len() {
+        return Err(format!(
+            "the host answered {} results for {} lookups",
+            response.results.len(),
+            keys.len()
+        ));
+    }
+    Ok(keys
+        .into_iter()
+        .zip(response.results)
+        .map(|(key, answer)| {
+            let result = if answer.image() == key.reference {
+                result_of(answer)
+            } else {
+                Err(Failure::new(
+                    FailureKind::Unreachable,
+                    format!("the host answered for {} instead", answer.image()),
+                ))
+            };
+            (key, result)
+        })
+        .collect())
+}
+
+/// A credentialed lookup's answer as a lookup result.
+fn result_of(answer: LookupAnswer) -> LookupResult {
+    let failed = |kind, detail: String| Err(Failure::new(kind, summarise(&detail)));
+    match answer {
+        LookupAnswer::Found { digest, .. } => Ok(digest),
+        LookupAnswer::NotFound { detail, .. } => failed(FailureKind::Absent, detail),
+        LookupAnswer::Unauthorized { detail, .. } => failed(FailureKind::Unauthorized, detail),
+        LookupAnswer::Unreachable { detail, .. } => failed(FailureKind::Unreachable, detail),
+    }
+}
+
+/// Where a chain found the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The manifest digest.
+    pub digest: String,
+    /// The location that had it.
+    pub location: Location,
+}
+
+/// Combines the lookups of a chain as a node would experience them: the first location that
+/// has the image wins; absent only when every location said absent; otherwise the most telling
+/// uncertainty. With more than one location the detail names each one and what it said.
+pub fn chain_result(
+    locations: &[Location],
+    mut look_up: impl FnMut(&ImageReference) -> LookupResult,
+) -> Result<Found, Failure> {
+    let mut failures: Vec<(&Location, Failure)> = Vec::new();
+    for location in locations {
+        match look_up(&location.reference) {
+            Ok(digest) => {
+                return Ok(Found {
+                    digest,
+                    location: location.clone(),
+                })
+            }
+            Err(failure) => failures.push((location, failure)),
+        }
+    }
+    let rank = |kind: FailureKind| match kind {
+        FailureKind::Unreachable => 0,
+        FailureKind::HostRefused => 1,
+        FailureKind::Unauthorized => 2,
+        _ => 3,
+    };
+    let Some(kind) = failures
+        .iter()
+        .map(|(_, f)| f.kind)
+        .min_by_key(|k| rank(*k))
+    else {
+        return Err(Failure::new(
+            FailureKind::Unreachable,
+            "no location to look the image up at",
+        ));
+    };
+    if failures.len() == 1 {
+        return Err(failures.remove(0).1);
+    }
+    let detail = failures
+        .iter()
+        .map(|(location, failure)| {
+            let role = if location.is_mirror {
+                "mirror"
+            } else {
+                "primary"
+            };
+            format!(
+                "{role} {}: {} ({})",
+                location.reference.lookup_reference(),
+                failure.kind,
+                failure.detail
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(Failure::new(kind, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location(image: &str, is_mirror: bool) -> Location {
+        Location {
+            reference: ImageReference::parse(image).unwrap(),
+            is_mirror,
+        }
+    }
+
+    fn failed(kind: FailureKind, detail: &str) -> LookupResult {
+        Err(Failure::new(kind, detail))
+    }
+
+    #[test]
+    fn the_first_location_with_the_image_wins() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        let found = chain_result(&chain, |r| {
+            if r.registry() == "m.local" {
+                failed(FailureKind::Absent, "manifest unknown")
+            } else {
+                Ok("sha256:x".into())
+            }
+        });
+        assert_eq!(
+            found,
+            Ok(Found {
+                digest: "sha256:x".into(),
+                location: chain[1].clone(),
+            })
+        );
+    }
+
+    #[test]
+    fn absent_only_when_every_location_says_so_and_each_is_named() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        let Err(all_absent) =
+            chain_result(&chain, |_| failed(FailureKind::Absent, "manifest unknown"))
+        else {
+            panic!("expected a failure");
+        };
+        assert_eq!(all_absent.kind, FailureKind::Absent);
+        assert_eq!(
+            all_absent.detail,
+            "mirror m.local/a:1: not found (manifest unknown); primary r.io/a:1: not found (manifest unknown)"
+        );
+        let Err(mixed) = chain_result(&chain, |r| {
+            if r.registry() == "m.local" {
+                failed(FailureKind::Unreachable, "connection refused")
+            } else {
+                failed(FailureKind::Absent, "manifest unknown")
+            }
+        }) else {
+            panic!("expected a failure");
+        };
+        assert_eq!(
+            mixed.kind,
+            FailureKind::Unreachable,
+            "an unreachable mirror might have had it"
+        );
+    }
+
+    #[test]
+    fn a_single_location_keeps_its_own_failure() {
+        let chain = [location("r.io/a:1", false)];
+        let Err(failure) = chain_result(&chain, |_| failed(FailureKind::Unauthorized, "401"))
+        else {
+            panic!("expected a failure");
+        };
+        assert_eq!(failure, Failure::new(FailureKind::Unauthorized, "401"));
+    }
+}

@@ -1,0 +1,261 @@
+//! The first step of a decision: what to check. Which pod specs the object holds, which of
+//! their images the kubelet will pull (new ones only on UPDATE, never `Never`, not exempt),
+//! with which pull secrets, and through which chain of locations.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::admission::{AdmissionRequest, Operation};
+use crate::credentials::Keyring;
+use crate::custom_kinds::CustomKind;
+use crate::failure::{Failure, FailureKind};
+use crate::host::Host;
+use crate::mirrors::Location;
+use crate::pull_secrets::{self, PullSecrets};
+use crate::reference::ImageReference;
+use crate::report::Resource;
+use crate::settings::Settings;
+use crate::workload::{
+    read_pod_spec, ContainerImage, PodSpecView, PullPolicy, WorkloadError, WorkloadKind,
+};
+
+/// What one request asks the registries about.
+#[derive(Debug)]
+pub struct Plan {
+    /// The object, as messages name it.
+    pub resource: Resource,
+    /// Its pod specs, each with its own images, pull secrets and chains.
+    pub pods: Vec<Pod>,
+    /// Warnings about the check itself (e.g. pull secrets that could not be read).
+    pub notes: Vec<String>,
+}
+
+/// Identifies a pod spec of the request, so that lookups made with its credentials are kept
+/// apart from other pods'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodId(usize);
+
+/// A pod spec of the request (or a custom kind's bare image fields, which have none), with
+/// everything that decides how its images are pulled.
+#[derive(Debug)]
+pub struct Pod {
+    /// Which pod spec this is.
+    pub id: PodId,
+    /// The rest of the pod spec (its containers are in `checks`); `None` for bare image fields.
+    pub spec: Option<PodSpecView>,
+    /// The pull secrets the kubelet will use; `None` where there is no pod spec, nothing to
+    /// check, or consulting is off.
+    pub secrets: Option<PullSecrets>,
+    /// The images to look up.
+    pub checks: Vec<Check>,
+}
+
+impl Pod {
+    /// The keyring of secrets that were read, for credentialed lookups.
+    pub fn keyring(&self) -> Option<&Keyring> {
+        self.secrets
+            .as_ref()
+            .filter(|secrets| secrets.consulted())
+            .map(|secrets| &secrets.keyring)
+    }
+}
+
+/// One container's image on its way to a verdict.
+#[derive(Debug)]
+pub struct Check {
+    /// The container and its image as written.
+    pub container: ContainerImage,
+    /// The parsed reference, or why the kubelet would refuse it.
+    pub reference: Result<ImageReference, Failure>,
+    /// Where a node looks for it, mirrors first; empty for an invalid reference.
+    pub chain: Vec<Location>,
+}
+
+impl Check {
+    /// Parses the image of `container`.
+    fn new(container: ContainerImage) -> Self {
+        let reference = ImageReference::parse(&container.image)
+            .map_err(|e| Failure::new(FailureKind::InvalidReference, e.to_string()));
+        Check {
+            container,
+            reference,
+            chain: Vec::new(),
+        }
+    }
+
+    /// What identifies the pulled image: the lookup reference, or the raw string if invalid.
+    fn identity(&self) -> String {
+        match &self.reference {
+            Ok(reference) => reference.lookup_reference(),
+            Err(_) => self.container.image.clone(),
+        }
+    }
+
+    /// False for images the kubelet will never fetch (`Never`) and for exempt images; invalid
+    /// references always count, since the kubelet refuses them before any pull policy applies.
+    fn needs_registry(&self, settings: &Settings) -> bool {
+        match &self.reference {
+            Err(_) => true,
+            Ok(reference) => {
+                PullPolicy::effective(self.container.pull_policy.as_deref(), reference)
+                    != PullPolicy::Never
+                    && !settings.is_image_exempt(&reference.to_string())
+                    && !settings.is_image_exempt(&reference.lookup_reference())
+            }
+        }
+    }
+}
+
+/// What [`plan`] found: something to check, nothing, or a request it cannot read.
+#[derive(Debug)]
+pub enum Planned {
+    /// Images to look up.
+    Check(Plan),
+    /// Nothing the policy looks at: admit.
+    Nothing,
+    /// The object cannot be read: the explanation for a 400.
+    Malformed(String),
+}
+
+/// Plans the checks of `request`, reading the pull secrets of the pods that have images to
+/// check.
+pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -> Planned {
+    let Some(target) = Target::of(request, settings) else {
+        return Planned::Nothing;
+    };
+    if !matches!(request.operation, Operation::Create | Operation::Update)
+        || settings.is_namespace_exempt(&request.namespace)
+    {
+        return Planned::Nothing;
+    }
+    let resource = Resource {
+        kind: target.kind_name().to_owned(),
+        namespace: request.namespace.clone(),
+        name: request.display_name(),
+    };
+    let mut pods = match target.pods(&request.object) {
+        Ok(pods) => pods,
+        Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
+    };
+    let already_running = match request.operation {
+        Operation::Update => previous_images(&target, &request.old_object),
+        _ => HashSet::new(),
+    };
+    for pod in &mut pods {
+        pod.checks.retain(|check| {
+            !already_running.contains(&check.identity()) && check.needs_registry(settings)
+        });
+        for check in &mut pod.checks {
+            if let Ok(reference) = &check.reference {
+                check.chain = settings.mirrors.locations(reference);
+            }
+        }
+    }
+    if pods.iter().all(|pod| pod.checks.is_empty()) {
+        return Planned::Nothing;
+    }
+    let notes = read_secrets(&mut pods, settings, &request.namespace, host);
+    Planned::Check(Plan {
+        resource,
+        pods,
+        notes,
+    })
+}
+
+/// Reads the pull secrets of every pod spec that has an image to check; notes once if they
+/// could not be read.
+fn read_secrets(
+    pods: &mut [Pod],
+    settings: &Settings,
+    namespace: &str,
+    host: &impl Host,
+) -> Vec<String> {
+    if settings.pull_secrets.consult {
+        for pod in pods.iter_mut().filter(|pod| !pod.checks.is_empty()) {
+            if let Some(spec) = &pod.spec {
+                pod.secrets = Some(pull_secrets::read(spec, namespace, host));
+            }
+        }
+    }
+    pods.iter()
+        .filter_map(|pod| pod.secrets.as_ref()?.unavailable.as_deref())
+        .next()
+        .map(|reason| {
+            format!(
+                "pull secrets were not consulted ({reason}); images were checked with the policy server's credentials"
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// Where the images of a request's object are.
+enum Target<'a> {
+    /// A kind the policy knows.
+    Builtin(WorkloadKind),
+    /// A kind configured in `customResources`.
+    Custom(&'a CustomKind),
+}
+
+impl<'a> Target<'a> {
+    fn of(request: &AdmissionRequest, settings: &'a Settings) -> Option<Self> {
+        let kind = &request.kind;
+        WorkloadKind::from_group_kind(&kind.group, &kind.kind)
+            .map(Target::Builtin)
+            .or_else(|| {
+                settings
+                    .custom_kinds
+                    .iter()
+                    .find(|custom| custom.matches(&kind.group, &kind.version, &kind.kind))
+                    .map(Target::Custom)
+            })
+    }
+
+    fn kind_name(&self) -> &str {
+        match self {
+            Target::Builtin(kind) => kind.as_str(),
+            Target::Custom(custom) => &custom.kind,
+        }
+    }
+
+    /// The pod specs of `object`, each with a check per container.
+    fn pods(&self, object: &Value) -> Result<Vec<Pod>, WorkloadError> {
+        let (specs, fields) = match self {
+            Target::Builtin(kind) => {
+                let mut spec = read_pod_spec(*kind, object)?;
+                spec.admitted_pod = *kind == WorkloadKind::Pod;
+                (vec![spec], None)
+            }
+            Target::Custom(custom) => {
+                let found = custom.extract(object)?;
+                (found.pod_specs, Some(found.fields))
+            }
+        };
+        // The containers move out of the spec: the rest of it only serves secrets and platforms.
+        let pods = specs
+            .into_iter()
+            .map(|mut spec| (std::mem::take(&mut spec.containers), Some(spec)))
+            .chain(fields.map(|fields| (fields, None)))
+            .enumerate()
+            .map(|(i, (containers, spec))| Pod {
+                id: PodId(i),
+                spec,
+                secrets: None,
+                checks: containers.into_iter().map(Check::new).collect(),
+            })
+            .collect();
+        Ok(pods)
+    }
+}
+
+/// The images of the object before an UPDATE; unreadable old objects count as having none.
+fn previous_images(target: &Target<'_>, old_object: &Value) -> HashSet<String> {
+    target
+        .pods(old_object)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|pod| pod.checks)
+        .map(|check| check.identity())
+        .collect()
+}
