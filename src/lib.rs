@@ -40,6 +40,10 @@ pub mod pull_secrets;
 pub mod reference;
 pub mod report;
 pub mod settings;
+/// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
+/// feature); never part of the policy.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod text;
 pub mod workload;
 

@@ -6,53 +6,15 @@ mod common;
 
 use common::*;
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use resolvable_images_policy::host::InMemoryHost;
+use resolvable_images_policy::testing::{
+    b64, dockercfg, dockerconfigjson, secret, service_account,
+};
 use serde_json::{json, Value};
 
 const DIGEST: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const USER: &str = "robot-7f3a";
 const PASSWORD: &str = "s3cr3t-pa55-9c1e";
-
-fn b64(text: &str) -> String {
-    STANDARD.encode(text)
-}
-
-/// A `kubernetes.io/dockerconfigjson` Secret as the API returns it (data base64-encoded).
-fn dockerconfigjson(name: &str, registry: &str, user: &str, password: &str) -> Value {
-    let config = json!({"auths": {registry: {"auth": b64(&format!("{user}:{password}"))}}});
-    secret(
-        name,
-        "kubernetes.io/dockerconfigjson",
-        ".dockerconfigjson",
-        &config.to_string(),
-    )
-}
-
-/// A legacy `kubernetes.io/dockercfg` Secret with username/password fields.
-fn dockercfg(name: &str, registry: &str, user: &str, password: &str) -> Value {
-    let config =
-        json!({registry: {"username": user, "password": password, "email": "x@example.com"}});
-    secret(
-        name,
-        "kubernetes.io/dockercfg",
-        ".dockercfg",
-        &config.to_string(),
-    )
-}
-
-fn secret(name: &str, kind: &str, key: &str, content: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
-           "metadata": {"name": name, "namespace": "team-a"},
-           "data": {key: b64(content)}})
-}
-
-fn service_account(name: &str, secrets: &[&str]) -> Value {
-    let refs: Vec<Value> = secrets.iter().map(|s| json!({"name": s})).collect();
-    json!({"apiVersion": "v1", "kind": "ServiceAccount",
-           "metadata": {"name": name, "namespace": "team-a"}, "imagePullSecrets": refs})
-}
 
 /// The registry.example.com images are private to `USER`; busybox is public.
 fn credentialed_registry() -> InMemoryHost {
@@ -337,7 +299,7 @@ fn denied_reads_are_said_once_and_lookups_go_on() {
 
 #[test]
 fn no_secret_byte_reaches_any_output() {
-    let auth = b64(&format!("{USER}:{PASSWORD}"));
+    let auth = b64(format!("{USER}:{PASSWORD}"));
     let scenarios: Vec<(Value, InMemoryHost, Value)> = vec![
         (
             with_pod_secrets(fixture("pod-create.json"), &["regcred"]),

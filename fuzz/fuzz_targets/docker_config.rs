@@ -4,9 +4,9 @@
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
-use base64::Engine;
 use libfuzzer_sys::fuzz_target;
 use resolvable_images_policy::credentials::{parse_pull_secret, SecretError};
+use resolvable_images_policy::testing::{b64, b64_unpadded};
 use serde_json::{json, Map, Value};
 
 /// Stands for a password: distinctive, and base64-clean so it also survives as an `auth`.
@@ -92,17 +92,17 @@ enum Value2 {
 
 impl Value2 {
     fn to_json(&self) -> Value {
-        let b64 = |text: &str, padded: bool| {
+        let encode = |text: &str, padded: bool| {
             if padded {
-                base64::engine::general_purpose::STANDARD.encode(text)
+                b64(text)
             } else {
-                base64::engine::general_purpose::STANDARD_NO_PAD.encode(text)
+                b64_unpadded(text)
             }
         };
         match self {
             Value2::Marker => json!(MARKER),
-            Value2::Auth { user, padded } => json!(b64(&format!("{user}:{MARKER}"), *padded)),
-            Value2::AuthNoSeparator => json!(b64(MARKER, true)),
+            Value2::Auth { user, padded } => json!(encode(&format!("{user}:{MARKER}"), *padded)),
+            Value2::AuthNoSeparator => json!(encode(MARKER, true)),
             Value2::AuthNotBase64(c) => json!(format!("{MARKER}{c}")),
             Value2::Null => Value::Null,
             Value2::Bool(b) => json!(b),
@@ -209,7 +209,7 @@ fuzz_target!(|data: &[u8]| {
         }
     };
 
-    let encoded = base64::engine::general_purpose::STANDARD.encode(&document);
+    let encoded = b64(&document);
     let shape = match data_byte % 7 {
         0 => DataShape::Base64,
         1 => DataShape::Wrapped(data_byte >> 3),

@@ -10,11 +10,11 @@
 
 use std::sync::OnceLock;
 
-use base64::Engine;
 use libfuzzer_sys::fuzz_target;
 use resolvable_images_policy::evaluate::validate_payload;
 use resolvable_images_policy::host::InMemoryHost;
 use resolvable_images_policy::report::WARNING_MAX;
+use resolvable_images_policy::testing::{b64, secret, service_account};
 use serde_json::{json, Value};
 
 /// The cluster's secrets use it as username and password; no answer may show it.
@@ -29,25 +29,11 @@ const IMAGES: [&str; 3] = [
 /// The secrets of namespace team-a (seed.sh names them in pods' imagePullSecrets).
 const SECRETS: [&str; 4] = ["regcred", "legacy", "broken", "opaque"];
 
-fn b64(bytes: impl AsRef<[u8]>) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn secret(name: &str, kind: &str, key: &str, document: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
-        "metadata": {"name": name, "namespace": "team-a"},
-        "data": {key: b64(document)}})
-}
-
 /// Team-a's ServiceAccounts and secrets: a good dockerconfigjson and dockercfg, a malformed
 /// one and an Opaque one, all holding [`MARKER`].
 fn cluster(host: InMemoryHost) -> InMemoryHost {
     let auth = b64(format!("{MARKER}:{MARKER}"));
-    let sa = |name: &str| {
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": "team-a"},
-            "imagePullSecrets": SECRETS.iter().map(|s| json!({"name": s})).collect::<Vec<_>>()})
-    };
+    let sa = |name: &str| service_account(name, &SECRETS);
     let mut host = host
         .with_object(sa("default"))
         .with_object(sa("builder"))

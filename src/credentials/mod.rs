@@ -1,0 +1,104 @@
+//! Image pull secrets and the kubelet's keyring: which registry credentials a pull of a given
+//! image will try, ported rule for rule from the kubelet's `pkg/credentialprovider`
+//! (`keyring.go`, `config.go`, `secrets/secrets.go`), so that the policy checks an image with
+//! exactly the credentials the kubelet would send, or with none when it would pull anonymously.
+//!
+//! URLs are parsed by a port of the part of Go's `net/url` the keyring relies on rather than by
+//! the `url` crate: WHATWG parsing lowercases and IDNA-encodes hosts, drops default ports,
+//! resolves dot segments and refuses `[` in hosts, and each of those changes which `auths` key
+//! matches an image. Likewise the JSON of a secret is read with Go's `encoding/json` rules
+//! (case-insensitive field names, `null` as "unset", duplicate keys applied in order).
+//!
+//! One file per concept:
+//!
+//! - `credential`: a registry credential, in a type that cannot be printed;
+//! - `secret`: which Secrets count as pull secrets, where their document is, why one is unusable;
+//! - `docker_config`: the kubelet's config types, decoded from that document;
+//! - `go_json` and `go_base64`: Go's `encoding/json` and `encoding/base64` rules they rely on;
+//! - `keyring`: the kubelet's keyring, matching `auths` keys against images;
+//! - `go_url` and `go_path`: Go's `net/url` and `path.Match`, which the keyring relies on.
+
+mod credential;
+mod docker_config;
+#[cfg(test)]
+mod fixtures;
+mod go_base64;
+mod go_json;
+mod go_path;
+mod go_url;
+mod keyring;
+mod secret;
+
+pub use credential::Credential;
+pub use keyring::Keyring;
+pub use secret::{parse_pull_secret, EntryProblem, SecretError};
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{config_json, dockercfg, parse};
+    use super::go_path::path_match;
+    use super::keyring::urls_match_str;
+    use super::secret::DOCKERCFG_TYPE;
+    use super::{Credential, Keyring};
+    use serde_json::json;
+
+    // Edge cases of every parser at once, each string as a key, an image, a glob, a document
+    // and an `auth`; minimised fuzz crashes go here too (README.md, Fuzzing).
+    #[test]
+    fn no_input_panics() {
+        let strings = [
+            "",
+            "/",
+            ":",
+            "@",
+            "[",
+            "]",
+            "[]",
+            "[:]",
+            "[::1]:",
+            "%",
+            "%2",
+            "%25",
+            "%ff",
+            "*",
+            "**",
+            "\\",
+            "[\\",
+            "[a-",
+            "[a-]",
+            "[^",
+            "?",
+            "\u{212A}",
+            "é.example.com",
+            "a:b:c",
+            "https://",
+            "http://",
+            "https:",
+            "///",
+            "a..b",
+            ".",
+            "..",
+            "#",
+            "?x",
+            "index.docker.io",
+            "docker.io/library/busybox",
+            "x/v1/",
+            "/v2/",
+            "[\u{e9}]",
+        ];
+        let mut keyring = Keyring::new();
+        for key in strings {
+            keyring.add(key, Credential::new("u", "p"));
+        }
+        for image in strings {
+            let _ = keyring.lookup(image);
+            for pattern in strings {
+                let _ = path_match(pattern.as_bytes(), image.as_bytes());
+                let _ = urls_match_str(pattern.as_bytes(), image.as_bytes());
+            }
+            let _ = parse(&config_json(image));
+            let _ = parse(&dockercfg(&json!({image: {"auth": image}}).to_string()));
+            let _ = parse(&json!({"type": DOCKERCFG_TYPE, "data": {".dockercfg": image}}));
+        }
+    }
+}

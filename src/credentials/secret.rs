@@ -1,0 +1,409 @@
+//! Pull secrets as the kubelet reads them (`secrets/secrets.go`, `MakeDockerKeyring`): which
+//! secrets count, where their document is, and why one cannot be used, in messages that never
+//! show a byte of the credentials.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::credential::Credential;
+use super::docker_config::{decode_config_json, decode_dockercfg, Problem};
+use super::go_base64::decode_base64;
+use super::go_json::GoJson;
+
+/// The type of a pull secret in the `~/.docker/config.json` format.
+pub(super) const DOCKER_CONFIG_JSON_TYPE: &str = "kubernetes.io/dockerconfigjson";
+/// Where a [`DOCKER_CONFIG_JSON_TYPE`] secret keeps its document.
+pub(super) const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+/// The type of a pull secret in the legacy `~/.dockercfg` format.
+pub(super) const DOCKERCFG_TYPE: &str = "kubernetes.io/dockercfg";
+/// Where a [`DOCKERCFG_TYPE`] secret keeps its document.
+pub(super) const DOCKERCFG_KEY: &str = ".dockercfg";
+
+/// Why a pull secret cannot be used. The texts name the secret, its data key and the `auths`
+/// entry, never a byte of the credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretError {
+    /// Not a docker-config secret: the kubelet silently skips it.
+    WrongType {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// The secret's `type` (empty when absent).
+        found: String,
+    },
+    /// The type is right but the data key is absent: the kubelet silently skips it.
+    MissingKey {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+    },
+    /// The type is right but the data key is empty: the kubelet silently skips it.
+    EmptyKey {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+    },
+    /// The data value is not base64 (or not a string).
+    BadBase64 {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+    },
+    /// The decoded data is not JSON.
+    BadJson {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+        /// Where the syntax error is (1-based).
+        line: usize,
+        /// Where the syntax error is (1-based).
+        column: usize,
+    },
+    /// The JSON does not have the shape the kubelet decodes (e.g. `"auths"` is not an object).
+    BadDocument {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+        /// What is wrong, naming fields only.
+        problem: &'static str,
+    },
+    /// One registry entry cannot be decoded.
+    BadEntry {
+        /// `namespace/name` of the secret.
+        secret: String,
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+        /// The entry's registry key, with any `user:password@` replaced by `<redacted>@`.
+        entry: String,
+        /// What is wrong with it.
+        problem: EntryProblem,
+    },
+}
+
+/// What is wrong with one registry entry of a pull secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryProblem {
+    /// The entry is neither an object nor `null`.
+    NotAnObject,
+    /// The named field is neither a string nor `null`.
+    NotAString(&'static str),
+    /// `auth` is not base64.
+    AuthNotBase64,
+    /// `auth` decodes to text without the `:` between username and password.
+    AuthNoSeparator,
+}
+
+impl SecretError {
+    /// True when the kubelet skips this secret without a word (it is not a docker-config
+    /// secret, or has no data under its type's key); false when the secret is malformed, which
+    /// makes the kubelet fail every pull of the pod.
+    pub fn is_wrong_type(&self) -> bool {
+        matches!(
+            self,
+            SecretError::WrongType { .. }
+                | SecretError::MissingKey { .. }
+                | SecretError::EmptyKey { .. }
+        )
+    }
+}
+
+impl fmt::Display for SecretError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretError::WrongType { secret, found } => write!(
+                f,
+                "secret {secret:?} has type {found:?}, not {DOCKER_CONFIG_JSON_TYPE} or {DOCKERCFG_TYPE}"
+            ),
+            SecretError::MissingKey { secret, key } => {
+                write!(f, "secret {secret:?}: key {key:?} is missing")
+            }
+            SecretError::EmptyKey { secret, key } => {
+                write!(f, "secret {secret:?}: key {key:?} is empty")
+            }
+            SecretError::BadBase64 { secret, key } => {
+                write!(f, "secret {secret:?}: key {key:?} is not valid base64")
+            }
+            SecretError::BadJson {
+                secret,
+                key,
+                line,
+                column,
+            } => write!(
+                f,
+                "secret {secret:?}: key {key:?} is not valid JSON (line {line}, column {column})"
+            ),
+            SecretError::BadDocument {
+                secret,
+                key,
+                problem,
+            } => write!(f, "secret {secret:?}: key {key:?}: {problem}"),
+            SecretError::BadEntry {
+                secret,
+                key,
+                entry,
+                problem,
+            } => {
+                write!(f, "secret {secret:?}: key {key:?}: entry {entry:?}: ")?;
+                match problem {
+                    EntryProblem::NotAnObject => f.write_str("is not an object"),
+                    EntryProblem::NotAString(field) => write!(f, "{field:?} is not a string"),
+                    EntryProblem::AuthNotBase64 => f.write_str("\"auth\" is not valid base64"),
+                    EntryProblem::AuthNoSeparator => f.write_str("\"auth\" has no ':' separator"),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for SecretError {}
+
+/// Parses a Secret object as the Kubernetes API returns it (`type`, and `data` with base64
+/// values) into its registry entries, as the kubelet's `MakeDockerKeyring` reads them:
+/// `kubernetes.io/dockerconfigjson` holds `{"auths": {KEY: ENTRY}}` under `.dockerconfigjson`,
+/// `kubernetes.io/dockercfg` holds `{KEY: ENTRY}` under `.dockercfg`. An entry's `auth`
+/// (base64 `user:password`, padded or not) overrides its `username`/`password`; other fields,
+/// `identitytoken` and `registrytoken` included, are ignored as the kubelet ignores them.
+///
+/// `secret_name` is `namespace/name`, for messages. Entries come sorted by key, which is as good
+/// as the kubelet's (random) map order since [`Keyring`](super::Keyring) sorts its keys anyway.
+pub fn parse_pull_secret(
+    secret_name: &str,
+    secret: &Value,
+) -> Result<Vec<(String, Credential)>, SecretError> {
+    let secret_type = secret.get("type").and_then(Value::as_str).unwrap_or("");
+    let (key, is_config_json) = match secret_type {
+        DOCKER_CONFIG_JSON_TYPE => (DOCKER_CONFIG_JSON_KEY, true),
+        DOCKERCFG_TYPE => (DOCKERCFG_KEY, false),
+        _ => {
+            return Err(SecretError::WrongType {
+                secret: secret_name.to_owned(),
+                found: secret_type.to_owned(),
+            })
+        }
+    };
+    let name = || secret_name.to_owned();
+    let bad_base64 = || SecretError::BadBase64 {
+        secret: name(),
+        key,
+    };
+    let encoded = match secret.get("data").and_then(|data| data.get(key)) {
+        None | Some(Value::Null) => {
+            return Err(SecretError::MissingKey {
+                secret: name(),
+                key,
+            })
+        }
+        Some(Value::String(encoded)) => encoded,
+        Some(_) => return Err(bad_base64()),
+    };
+    // Go's encoding/json decodes `[]byte` with base64.StdEncoding.
+    let bytes = decode_base64(encoded.as_bytes(), true).ok_or_else(bad_base64)?;
+    if bytes.is_empty() {
+        return Err(SecretError::EmptyKey {
+            secret: name(),
+            key,
+        });
+    }
+    // Go replaces invalid UTF-8 in JSON strings instead of failing.
+    let document: GoJson =
+        serde_json::from_str(&String::from_utf8_lossy(&bytes)).map_err(|error| {
+            SecretError::BadJson {
+                secret: name(),
+                key,
+                line: error.line(),
+                column: error.column(),
+            }
+        })?;
+    let decoded = if is_config_json {
+        decode_config_json(&document)
+    } else {
+        decode_dockercfg(&document)
+    };
+    decoded
+        .map(|entries| entries.into_iter().collect())
+        .map_err(|problem| match problem {
+            Problem::Document(problem) => SecretError::BadDocument {
+                secret: name(),
+                key,
+                problem,
+            },
+            Problem::Entry(entry, problem) => SecretError::BadEntry {
+                secret: name(),
+                key,
+                entry: redact_userinfo(&entry),
+                problem,
+            },
+        })
+}
+
+/// An `auths` key fit for messages: any `user:password@` replaced by `<redacted>@`.
+fn redact_userinfo(key: &str) -> String {
+    let start = ["https://", "http://"]
+        .iter()
+        .find(|scheme| key.starts_with(*scheme))
+        .map_or(0, |scheme| scheme.len());
+    let end = key[start..]
+        .find(['/', '?', '#'])
+        .map_or(key.len(), |i| start + i);
+    match key[start..end].rfind('@') {
+        Some(at) => format!("{}<redacted>{}", &key[..start], &key[start + at..]),
+        None => key.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::fixtures::{
+        assert_shows_no_secret, config_json, dockercfg, keyring_of, owned, parse,
+    };
+    use crate::credentials::fixtures::{SECRET_PASSWORD, SECRET_USER};
+    use crate::testing::{b64, secret};
+    use serde_json::json;
+
+    // secrets_test.go: Test_MakeDockerKeyring, the cases about pull secrets.
+    #[test]
+    fn make_docker_keyring_cases() {
+        let user = vec![Credential::new("user", "password")];
+        let auth = r#"{"test.registry.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}"#;
+        let plain = r#"{"test.registry.io": {"username": "user", "password": "password"}}"#;
+        for secret in [
+            config_json(&format!(r#"{{"auths": {auth}}}"#)),
+            dockercfg(auth),
+            config_json(&format!(r#"{{"auths": {plain}}}"#)),
+            dockercfg(plain),
+        ] {
+            assert_eq!(
+                owned(keyring_of(&[secret]).lookup("test.registry.io")),
+                user
+            );
+        }
+        let not_matching =
+            config_json(r#"{"auths": {"foobar.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}"#);
+        assert!(keyring_of(&[not_matching])
+            .lookup("test.registry.io")
+            .is_empty());
+
+        // A key under the other type's name: skipped by the kubelet.
+        let swapped = [
+            secret(
+                "regcred",
+                DOCKERCFG_TYPE,
+                DOCKER_CONFIG_JSON_KEY,
+                &format!(r#"{{"auths": {auth}}}"#),
+            ),
+            secret("regcred", DOCKER_CONFIG_JSON_TYPE, DOCKERCFG_KEY, auth),
+        ];
+        for secret in swapped {
+            let error = parse(&secret).unwrap_err();
+            assert!(matches!(error, SecretError::MissingKey { .. }), "{error:?}");
+            assert!(error.is_wrong_type());
+        }
+    }
+
+    #[test]
+    fn secrets_of_other_types_are_skipped() {
+        let wrong = parse(&json!({"type": "Opaque", "data": {}})).unwrap_err();
+        assert_eq!(
+            wrong,
+            SecretError::WrongType {
+                secret: "team-a/regcred".into(),
+                found: "Opaque".into()
+            }
+        );
+        assert!(wrong.is_wrong_type());
+        assert!(parse(&json!({"data": {}})).unwrap_err().is_wrong_type());
+        assert!(parse(&json!(null)).unwrap_err().is_wrong_type());
+    }
+
+    #[test]
+    fn secrets_without_data_are_skipped() {
+        let missing = parse(&json!({"type": DOCKER_CONFIG_JSON_TYPE})).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            r#"secret "team-a/regcred": key ".dockerconfigjson" is missing"#
+        );
+        assert!(missing.is_wrong_type());
+        let empty =
+            parse(&json!({"type": DOCKERCFG_TYPE, "data": {".dockercfg": ""}})).unwrap_err();
+        assert!(matches!(empty, SecretError::EmptyKey { .. }) && empty.is_wrong_type());
+    }
+
+    #[test]
+    fn data_that_is_not_base64_is_malformed() {
+        for data in [json!("not base64!"), json!("QQ="), json!(5)] {
+            let error =
+                parse(&json!({"type": DOCKERCFG_TYPE, "data": {".dockercfg": data}})).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                r#"secret "team-a/regcred": key ".dockercfg" is not valid base64"#
+            );
+            assert!(!error.is_wrong_type());
+        }
+    }
+
+    #[test]
+    fn data_that_is_not_json_is_malformed() {
+        // The value of "a" is missing: the error is at the `}` in column 17.
+        let bad_json = parse(&config_json(r#"{"auths": {"a": }}"#)).unwrap_err();
+        assert_eq!(
+            bad_json.to_string(),
+            r#"secret "team-a/regcred": key ".dockerconfigjson" is not valid JSON (line 1, column 17)"#
+        );
+        assert!(!bad_json.is_wrong_type());
+    }
+
+    /// Secrets holding the secret credential that cannot be used, for each way a secret can be
+    /// malformed around it.
+    fn malformed_secrets_holding_the_credential() -> Vec<Value> {
+        let (user, password) = (SECRET_USER, SECRET_PASSWORD);
+        let auth = b64(format!("{user}:{password}"));
+        // JSON cut off right after the password (the last two braces dropped).
+        let document = format!(
+            r#"{{"auths": {{"r.io": {{"username": "{user}", "password": "{password}" }}}}}}"#
+        );
+        let truncated = &document[..document.len() - 2];
+        vec![
+            config_json(&format!(
+                r#"{{"auths": {{"r.io": {{"auth": "{password}"}}}}}}"#
+            )),
+            config_json(&format!(
+                r#"{{"auths": {{"r.io": {{"auth": "{}"}}}}}}"#,
+                b64(password)
+            )),
+            config_json(&format!(
+                r#"{{"auths": {{"r.io": {{"auth": "{auth}", "password": 1}}}}}}"#
+            )),
+            config_json(truncated),
+            config_json(&format!(
+                r#"{{"auths": {{"https://{user}:{password}@r.io": 5}}}}"#
+            )),
+            config_json(&format!(r#"{{"auths": "{auth}"}}"#)),
+            json!({"type": DOCKERCFG_TYPE, "data": {".dockercfg": format!("{password}!")}}),
+            json!({"type": DOCKERCFG_TYPE, "data": {".dockercfg": auth}}),
+        ]
+    }
+
+    #[test]
+    fn errors_show_no_secret() {
+        for secret in malformed_secrets_holding_the_credential() {
+            let error = parse(&secret).unwrap_err();
+            assert_shows_no_secret(&error.to_string());
+            assert_shows_no_secret(&format!("{error:?}"));
+        }
+    }
+
+    #[test]
+    fn userinfo_in_keys_is_redacted() {
+        assert_eq!(
+            redact_userinfo("https://u:p@r.io/v1/"),
+            "https://<redacted>@r.io/v1/"
+        );
+        assert_eq!(redact_userinfo("r.io/a@b"), "r.io/a@b");
+    }
+}
