@@ -16,7 +16,7 @@ pub struct ValidationPayload {
     pub request: AdmissionRequest,
 }
 
-/// A Kubernetes `AdmissionRequest`, reduced to what decides and explains a verdict.
+/// A Kubernetes `AdmissionRequest`, reduced to what decides and explains a decision.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AdmissionRequest {

@@ -18,7 +18,8 @@
 //!   credentials or, in a batch, with the pod's ([`lookup::Lookups`]). "Resolve" appears only
 //!   in the name of the proposed capability `oci/v1/resolve_images`.
 //! - **failure**: why an image will not pull, or could not be verified; its **kind** is one
-//!   row of the table in [`failure::FailureKind`] (setting key, certainty, default action).
+//!   row of the table in [`failure::FailureKind`] (setting key, certainty, default action);
+//!   the README calls the kinds "verdicts", the word operators configure them by.
 //! - **finding**: a failure with its subject, a container or a pull secret ([`report::Finding`]).
 //! - **action**: what the operator wants done with a kind of failure: reject, warn or allow
 //!   ([`settings::Action`]).

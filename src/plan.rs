@@ -61,7 +61,7 @@ impl Pod {
     }
 }
 
-/// One container's image on its way to a verdict.
+/// One container's image on its way to a finding.
 #[derive(Debug)]
 pub struct Check {
     /// The container and its image as written.

@@ -85,7 +85,7 @@ impl Finding {
         }
     }
 
-    /// Marks an image finding as the verdict of a mirror chain, not of the registry alone.
+    /// Marks an image finding as the result of a mirror chain, not of the registry alone.
     pub fn with_mirrors(mut self, asked_mirrors: bool) -> Self {
         if let Subject::Image { with_mirrors, .. } = &mut self.subject {
             *with_mirrors = asked_mirrors;
@@ -184,7 +184,7 @@ impl Finding {
         )
     }
 
-    /// A Kubernetes warning, at most [`WARNING_MAX`] bytes; the verdict and why it was allowed
+    /// A Kubernetes warning, at most [`WARNING_MAX`] bytes; the failure and why it was allowed
     /// come before the detail so truncation only ever cuts the detail.
     fn warning(&self) -> String {
         let line = format!(

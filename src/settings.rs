@@ -145,7 +145,7 @@ pub struct Settings {
     pub mirrors: Mirrors,
     /// Platforms every image must serve.
     pub required_platforms: Requirement,
-    /// Rewrite checked images to the digest that was resolved.
+    /// Rewrite checked images to the digest their lookup found.
     pub pin_digests: bool,
     /// Custom kinds and where their images are.
     pub custom_kinds: Vec<CustomKind>,

@@ -36,7 +36,7 @@ impl InMemoryHost {
         Self::default()
     }
 
-    /// Makes `reference` resolve to `digest`.
+    /// Makes `reference` exist with `digest`.
     pub fn with_digest(mut self, reference: &str, digest: &str) -> Self {
         self.digests
             .insert(reference.to_owned(), Ok(digest.to_owned()));
