@@ -40,7 +40,13 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         Planned::Malformed(message) => return Decision::malformed(message),
     };
     let credentialed = settings.pull_secrets.credentialed_lookups;
-    let mut lookups = Lookups::start(&plan.pods, credentialed, &budget, host);
+    let mut lookups = Lookups::start(
+        &plan.pods,
+        &settings.lookup_scope,
+        credentialed,
+        &budget,
+        host,
+    );
     let judgement = judge(&plan, &mut lookups, settings, &budget, host);
     answer(request, plan, &lookups, judgement, settings)
 }

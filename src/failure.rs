@@ -52,6 +52,12 @@ pub enum FailureKind {
     UncoveredRegistry,
     /// The image exists but has no manifest for a platform its pods must run on.
     MissingPlatform,
+    /// The registry has no such image, but nodes still have it cached and the pull policy is
+    /// `IfNotPresent`: pods placed on those nodes start, others fail.
+    CachedOnNodes,
+    /// The policy did not ask the registry: it is outside `lookupRegistries`, or its address is
+    /// one lookups are never sent to (`deniedLookupNetworks`).
+    NotLookedUp,
 }
 
 /// What the policy knows about one failure class.
@@ -67,7 +73,7 @@ pub struct KindSpec {
 
 impl FailureKind {
     /// How many kinds there are.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 12;
 
     /// Every kind, in the order reports list them.
     pub const ALL: [FailureKind; Self::COUNT] = [
@@ -81,6 +87,8 @@ impl FailureKind {
         FailureKind::MalformedPullSecret,
         FailureKind::UncoveredRegistry,
         FailureKind::MissingPlatform,
+        FailureKind::CachedOnNodes,
+        FailureKind::NotLookedUp,
     ];
 
     /// Every setting key, in the order of [`FailureKind::ALL`], for error messages.
@@ -95,42 +103,25 @@ impl FailureKind {
     };
 
     /// The table of failure classes: the one place each kind's properties are written down.
+    #[rustfmt::skip]
     pub const fn spec(self) -> KindSpec {
-        const fn kind(key: &'static str, certain: bool, label: &'static str) -> KindSpec {
-            KindSpec {
-                key,
-                certain,
-                label,
-            }
-        }
-        match self {
-            FailureKind::Absent => kind("absent", true, "not found"),
-            FailureKind::InvalidReference => {
-                kind("invalidReference", true, "invalid image reference")
-            }
-            FailureKind::Unauthorized => kind("unauthorized", false, "not authorized"),
-            FailureKind::Unreachable => kind("unreachable", false, "registry unreachable"),
-            FailureKind::HostRefused => {
-                kind("hostRefused", false, "lookup refused by the policy host")
-            }
-            FailureKind::MissingPullSecret => {
-                kind("missingPullSecret", false, "missing pull secret")
-            }
-            FailureKind::WrongPullSecretType => kind(
-                "wrongPullSecretType",
-                false,
-                "pull secret of the wrong type",
-            ),
-            FailureKind::MalformedPullSecret => {
-                kind("malformedPullSecret", true, "malformed pull secret")
-            }
-            FailureKind::UncoveredRegistry => kind("uncoveredRegistry", false, "not authorized"),
-            FailureKind::MissingPlatform => kind(
-                "missingPlatform",
-                true,
-                "no manifest for a required platform",
-            ),
-        }
+        use FailureKind::*;
+        let (key, certain, label) = match self {
+            //                    setting key            certain  label in messages
+            Absent =>              ("absent",              true,  "not found"),
+            InvalidReference =>    ("invalidReference",    true,  "invalid image reference"),
+            Unauthorized =>        ("unauthorized",        false, "not authorized"),
+            Unreachable =>         ("unreachable",         false, "registry unreachable"),
+            HostRefused =>         ("hostRefused",         false, "lookup refused by the policy host"),
+            MissingPullSecret =>   ("missingPullSecret",   false, "missing pull secret"),
+            WrongPullSecretType => ("wrongPullSecretType", false, "pull secret of the wrong type"),
+            MalformedPullSecret => ("malformedPullSecret", true,  "malformed pull secret"),
+            UncoveredRegistry =>   ("uncoveredRegistry",   false, "not authorized"),
+            MissingPlatform =>     ("missingPlatform",     true,  "no manifest for a required platform"),
+            CachedOnNodes =>       ("cachedOnNodes",       false, "not found but cached on nodes"),
+            NotLookedUp =>         ("notLookedUp",         false, "not looked up"),
+        };
+        KindSpec { key, certain, label }
     }
 
     /// True when the failure proves the pull will fail, as opposed to "could not verify".

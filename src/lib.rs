@@ -34,6 +34,7 @@ pub mod failure;
 pub mod host;
 pub mod judge;
 pub mod lookup;
+pub mod lookup_scope;
 pub mod mirrors;
 pub mod plan;
 pub mod platforms;

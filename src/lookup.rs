@@ -3,22 +3,27 @@
 //! the operator enabled it, with each pod's own credentials in one batch
 //! (`oci/v1/resolve_images`); and what a mirror chain's lookups add up to.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
 use crate::host::{summarise, Host, ImageLookup, LookupAnswer, ResolveImagesRequest};
+use crate::lookup_scope::LookupScope;
 use crate::mirrors::Location;
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
 
 /// The time an evaluation may spend on host calls, measured with the host's clock. A host
-/// call cannot be interrupted, so the budget decides whether to make the *next* one.
-#[derive(Debug, Clone, Copy)]
+/// call cannot be interrupted, so the budget decides whether to make the *next* one: not when
+/// what is left is less than the slowest lookup of this request took, since that one would
+/// most likely overrun.
+#[derive(Debug, Clone)]
 pub struct Budget {
     deadline: Duration,
     limit: Duration,
+    slowest: Cell<Duration>,
 }
 
 impl Budget {
@@ -27,6 +32,7 @@ impl Budget {
         Budget {
             deadline: host.now() + limit,
             limit,
+            slowest: Cell::new(Duration::ZERO),
         }
     }
 
@@ -35,20 +41,34 @@ impl Budget {
         self.deadline.saturating_sub(host.now())
     }
 
-    /// True when no new host call should start.
-    pub fn is_spent(&self, host: &impl Host) -> bool {
-        self.remaining(host).is_zero()
+    /// True when another host call may start: time is left, and at least as much as the
+    /// slowest call so far took.
+    pub fn can_start(&self, host: &impl Host) -> bool {
+        let remaining = self.remaining(host);
+        !remaining.is_zero() && remaining >= self.slowest.get()
+    }
+
+    /// Runs one host call, remembering how long it took.
+    pub fn measure<T>(&self, host: &impl Host, call: impl FnOnce() -> T) -> T {
+        let started = host.now();
+        let result = call();
+        let took = host.now().saturating_sub(started);
+        self.slowest.set(self.slowest.get().max(took));
+        result
     }
 
     /// The failure of a check the budget left no time for.
-    pub fn not_checked(&self) -> Failure {
-        Failure::new(
-            FailureKind::Unreachable,
+    pub fn not_checked(&self, host: &impl Host) -> Failure {
+        let limit = self.limit.as_millis();
+        let detail = if self.remaining(host).is_zero() {
+            format!("not checked in time: the policy's time budget of {limit} ms (timeBudgetMs) was spent on earlier lookups")
+        } else {
             format!(
-                "not checked in time: the policy's time budget of {} ms (timeBudgetMs) was spent on earlier lookups",
-                self.limit.as_millis()
-            ),
-        )
+                "not checked in time: less than the slowest lookup ({} ms) was left of timeBudgetMs ({limit} ms)",
+                self.slowest.get().as_millis()
+            )
+        };
+        Failure::new(FailureKind::Unreachable, detail)
     }
 }
 
@@ -64,8 +84,9 @@ struct LookupKey {
 }
 
 /// The lookups of one request, each made at most once.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Lookups {
+    scope: LookupScope,
     results: BTreeMap<LookupKey, LookupResult>,
     credentialed: bool,
     /// Why credentialed lookups were not used although enabled.
@@ -77,13 +98,24 @@ impl Lookups {
     /// location of every check is looked up at once through the credentialed capability;
     /// otherwise, or if the host cannot do it, [`Lookups::at`] asks the stock capability on
     /// demand.
-    pub fn start(pods: &[Pod], credentialed: bool, budget: &Budget, host: &impl Host) -> Self {
-        let mut lookups = Lookups::default();
+    pub fn start(
+        pods: &[Pod],
+        scope: &LookupScope,
+        credentialed: bool,
+        budget: &Budget,
+        host: &impl Host,
+    ) -> Self {
+        let mut lookups = Lookups {
+            scope: scope.clone(),
+            results: BTreeMap::new(),
+            credentialed: false,
+            fallback: None,
+        };
         let keyrings: Option<Vec<&Keyring>> = credentialed
             .then(|| pods.iter().map(Pod::keyring).collect())
             .flatten();
         if let Some(keyrings) = keyrings {
-            match look_up_with_credentials(pods, &keyrings, budget, host) {
+            match look_up_with_credentials(pods, &keyrings, scope, budget, host) {
                 Ok(results) => {
                     lookups.results = results;
                     lookups.credentialed = true;
@@ -111,10 +143,13 @@ impl Lookups {
         if let Some(result) = self.results.get(&key) {
             return result.clone();
         }
-        let result = if budget.is_spent(host) {
-            Err(budget.not_checked())
+        let result = if let Some(refusal) = self.scope.refusal(reference) {
+            Err(refusal)
+        } else if !budget.can_start(host) {
+            Err(budget.not_checked(host))
         } else {
-            host.manifest_digest(&key.reference)
+            budget
+                .measure(host, || host.manifest_digest(&key.reference))
                 .map_err(|error| error.failure())
         };
         self.results.insert(key, result.clone());
@@ -143,10 +178,12 @@ impl Lookups {
 fn look_up_with_credentials(
     pods: &[Pod],
     keyrings: &[&Keyring],
+    scope: &LookupScope,
     budget: &Budget,
     host: &impl Host,
 ) -> Result<BTreeMap<LookupKey, LookupResult>, String> {
     let mut keys: Vec<LookupKey> = Vec::new();
+    let mut refused = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     let mut batch = Vec::new();
     let locations = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
@@ -163,6 +200,10 @@ fn look_up_with_credentials(
         if !seen.insert(key.clone()) {
             continue;
         }
+        if let Some(refusal) = scope.refusal(reference) {
+            refused.insert(key, Err(refusal));
+            continue;
+        }
         batch.push(ImageLookup {
             image: key.reference.clone(),
             credentials: keyring
@@ -174,17 +215,19 @@ fn look_up_with_credentials(
         keys.push(key);
     }
     let remaining = budget.remaining(host);
-    if remaining.is_zero() {
-        return Ok(keys
+    if keys.is_empty() || remaining.is_zero() {
+        let results = keys
             .into_iter()
-            .map(|key| (key, Err(budget.not_checked())))
-            .collect());
+            .map(|key| (key, Err(budget.not_checked(host))));
+        return Ok(refused.into_iter().chain(results).collect());
     }
     let request = ResolveImagesRequest {
         lookups: batch,
         timeout_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
     };
-    let response = host.resolve_images(&request).map_err(|e| e.summary())?;
+    let response = budget
+        .measure(host, || host.resolve_images(&request))
+        .map_err(|e| e.summary())?;
     if response.results.len() != keys.len() {
         return Err(format!(
             "the host answered {} results for {} lookups",
@@ -192,10 +235,9 @@ fn look_up_with_credentials(
             keys.len()
         ));
     }
-    Ok(keys
+    Ok(refused
         .into_iter()
-        .zip(response.results)
-        .map(|(key, answer)| {
+        .chain(keys.into_iter().zip(response.results).map(|(key, answer)| {
             let result = if answer.image() == key.reference {
                 result_of(answer)
             } else {
@@ -205,7 +247,7 @@ fn look_up_with_credentials(
                 ))
             };
             (key, result)
-        })
+        }))
         .collect())
 }
 

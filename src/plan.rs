@@ -222,11 +222,7 @@ impl<'a> Target<'a> {
     /// The pod specs of `object`, each with a check per container.
     fn pods(&self, object: &Value) -> Result<Vec<Pod>, WorkloadError> {
         let (specs, fields) = match self {
-            Target::Builtin(kind) => {
-                let mut spec = read_pod_spec(*kind, object)?;
-                spec.admitted_pod = *kind == WorkloadKind::Pod;
-                (vec![spec], None)
-            }
+            Target::Builtin(kind) => (vec![read_pod_spec(*kind, object)?], None),
             Target::Custom(custom) => {
                 let found = custom.extract(object)?;
                 (found.pod_specs, Some(found.fields))

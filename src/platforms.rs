@@ -320,14 +320,19 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
 
     /// An index's platforms, or a single manifest's from its config.
     fn read_platforms(&self, at: &str) -> Result<Vec<Platform>, Failure> {
-        if self.budget.is_spent(self.host) {
-            return Err(self.budget.not_checked());
+        let (budget, host) = (self.budget, self.host);
+        if !budget.can_start(host) {
+            return Err(budget.not_checked(host));
         }
-        let manifest = self.host.oci_manifest(at).map_err(|e| e.failure())?;
+        let manifest = budget
+            .measure(host, || host.oci_manifest(at))
+            .map_err(|e| e.failure())?;
         if let Some(platforms) = index_platforms(&manifest) {
             return Ok(platforms);
         }
-        let answer = self.host.oci_manifest_config(at).map_err(|e| e.failure())?;
+        let answer = budget
+            .measure(host, || host.oci_manifest_config(at))
+            .map_err(|e| e.failure())?;
         Ok(Platform::from_json(&answer["config"]).into_iter().collect())
     }
 }

@@ -129,7 +129,9 @@ pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecret
     };
 
     let mut seen = std::collections::HashSet::new();
-    for name in names.iter().filter(|name| seen.insert(name.as_str())) {
+    // The kubelet skips entries with an empty name (they are valid API objects).
+    let names = names.iter().filter(|name| !name.is_empty());
+    for name in names.filter(|name| seen.insert(name.as_str())) {
         let object = format!("{namespace}/{name}");
         let finding = |kind, detail: String| SecretFinding {
             description: format!("pull secret {object:?} (from {origin})"),

@@ -167,6 +167,10 @@ impl Finding {
                 "recreate it with `kubectl create secret docker-registry`".to_owned()
             }
             FailureKind::MissingPlatform => "build and push the image for the missing platforms (e.g. docker buildx build --platform), or keep the pods off them with a nodeSelector".to_owned(),
+            FailureKind::CachedOnNodes => format!(
+                "pods placed on nodes without the image will fail: push the tag or digest to {name} again, or pin the pods to those nodes"
+            ),
+            FailureKind::NotLookedUp => "add the registry to lookupRegistries to have it checked, or check the image yourself".to_owned(),
             FailureKind::UncoveredRegistry => format!(
                 "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
             ),

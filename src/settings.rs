@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
+use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 
@@ -96,6 +97,21 @@ impl Default for PullSecretSettings {
     }
 }
 
+/// Whether Pods created by a controller the policy checks are looked up again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OwnedPods {
+    /// Their owner was the admission point: check only the ephemeral containers added to them.
+    #[default]
+    Skip,
+    /// Look them up like any Pod.
+    Check,
+}
+
+/// Registries that answer 404 instead of 401/403 to callers that may not see a repository
+/// (Artifactory's "hide existence of unauthorized resources"; JFrog's SaaS runs it).
+pub const DEFAULT_NOT_FOUND_MAY_MEAN_DENIED: [&str; 1] = ["*.jfrog.io"];
+
 /// Default time budget: comfortably under the policy server's default 2 s evaluation time-out.
 pub const DEFAULT_TIME_BUDGET_MS: u64 = 1_500;
 /// The policy server stops any evaluation after at most 30 s.
@@ -114,6 +130,10 @@ struct RawSettings {
     required_platforms: Vec<String>,
     pin_digests: bool,
     custom_resources: Vec<CustomResourceRule>,
+    owned_pods: OwnedPods,
+    lookup_registries: Vec<String>,
+    denied_lookup_networks: Vec<String>,
+    not_found_may_mean_denied: Vec<String>,
 }
 
 impl Default for RawSettings {
@@ -128,6 +148,12 @@ impl Default for RawSettings {
             required_platforms: Vec::new(),
             pin_digests: false,
             custom_resources: Vec::new(),
+            owned_pods: OwnedPods::default(),
+            lookup_registries: Vec::new(),
+            denied_lookup_networks: DEFAULT_DENIED_NETWORKS.map(str::to_owned).to_vec(),
+            not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
+                .map(str::to_owned)
+                .to_vec(),
         }
     }
 }
@@ -149,6 +175,12 @@ pub struct Settings {
     pub pin_digests: bool,
     /// Custom kinds and where their images are.
     pub custom_kinds: Vec<CustomKind>,
+    /// Whether controller-owned Pods are looked up again.
+    pub owned_pods: OwnedPods,
+    /// Which registries lookups may go to.
+    pub lookup_scope: LookupScope,
+    /// Registries whose 404 proves nothing to a caller that may not see the repository.
+    pub not_found_may_mean_denied: Vec<glob::Pattern>,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -163,6 +195,12 @@ impl Default for Settings {
             required_platforms: Requirement::default(),
             pin_digests: false,
             custom_kinds: Vec::new(),
+            owned_pods: OwnedPods::default(),
+            lookup_scope: LookupScope::default(),
+            not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
+                .iter()
+                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
+                .collect(),
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -229,8 +267,22 @@ impl Settings {
                 CustomKind::new(rule).map_err(within(&format!("customResources[{i}]")))
             })
             .collect::<Result<_, _>>()?;
+        let lookup_scope = LookupScope::new(&raw.lookup_registries, &raw.denied_lookup_networks)
+            .map_err(within(""))?;
+        let not_found_may_mean_denied = raw
+            .not_found_may_mean_denied
+            .iter()
+            .enumerate()
+            .map(|(i, pattern)| {
+                compile_pattern(pattern)
+                    .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Settings {
             actions: raw.actions,
+            owned_pods: raw.owned_pods,
+            lookup_scope,
+            not_found_may_mean_denied,
             pull_secrets: raw.pull_secrets,
             time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
             mirrors,
@@ -245,6 +297,14 @@ impl Settings {
     /// True when the policy must not look at requests in this namespace.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         self.exempt_namespaces.contains(namespace)
+    }
+
+    /// True when `registry` (with or without its port) may answer 404 to hide a repository.
+    pub fn not_found_may_mean_denied(&self, registry: &str) -> bool {
+        let host = registry.split(':').next().unwrap_or(registry);
+        self.not_found_may_mean_denied
+            .iter()
+            .any(|pattern| pattern.matches(registry) || pattern.matches(host))
     }
 
     /// True when a normalised reference (`registry/repo:tag[@digest]`) matches an exemption.

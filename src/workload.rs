@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -179,25 +178,101 @@ impl fmt::Display for WorkloadError {
 
 impl std::error::Error for WorkloadError {}
 
-/// What the policy reads from a pod spec: its images and where their credentials come from.
+/// What the policy reads from a pod spec: its images, where their credentials come from, and
+/// what narrows the nodes its pods can land on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodSpecView {
     /// Every image: init containers, containers, then ephemeral containers.
     pub containers: Vec<ContainerImage>,
-    /// The names in `imagePullSecrets`, in order.
+    /// The names in `imagePullSecrets`, in order, as written: an entry with an empty name
+    /// still makes the list non-empty for the ServiceAccount plugin, and the kubelet skips it.
     pub image_pull_secrets: Vec<String>,
     /// `serviceAccountName`, when set.
     pub service_account_name: Option<String>,
     /// `nodeSelector`: narrows the platforms the pods can land on.
     pub node_selector: std::collections::BTreeMap<String, String>,
+    /// `affinity`, as written: read by the platform rules, compared on UPDATE.
+    pub affinity: Value,
+    /// `tolerations`, as written: read by the platform rules, compared on UPDATE.
+    pub tolerations: Value,
     /// True for a Pod, which the ServiceAccount admission plugin has already completed: its
     /// `imagePullSecrets` are final. False for templates.
     pub admitted_pod: bool,
 }
 
+impl PodSpecView {
+    /// What decides which credentials the kubelet uses: a change re-checks every image.
+    pub fn credentials_context(&self) -> (&[String], Option<&str>) {
+        (
+            &self.image_pull_secrets,
+            self.service_account_name.as_deref(),
+        )
+    }
+
+    /// What decides which nodes (and so platforms) the pods land on.
+    pub fn scheduling_context(
+        &self,
+    ) -> (&std::collections::BTreeMap<String, String>, &Value, &Value) {
+        (&self.node_selector, &self.affinity, &self.tolerations)
+    }
+}
+
+/// The fields of a pod spec the policy needs, and nothing else: a custom kind's template may
+/// hold placeholders (`terminationGracePeriodSeconds: "{{…}}"`) in fields the policy does not
+/// read, and those must never fail a request.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecFields {
+    #[serde(default, deserialize_with = "null_as_default")]
+    init_containers: Vec<ContainerFields>,
+    containers: Vec<ContainerFields>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    ephemeral_containers: Vec<ContainerFields>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    image_pull_secrets: Vec<SecretReference>,
+    #[serde(default)]
+    service_account_name: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    node_selector: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Value,
+    #[serde(default)]
+    tolerations: Value,
+}
+
+/// The fields of a container the policy needs.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerFields {
+    #[serde(default, deserialize_with = "null_as_default")]
+    name: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    image_pull_policy: Option<String>,
+}
+
+/// An `imagePullSecrets` entry.
+#[derive(Deserialize)]
+struct SecretReference {
+    #[serde(default, deserialize_with = "null_as_default")]
+    name: String,
+}
+
+/// Treats an explicit JSON `null` like an absent field.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 /// Reads the pod spec of an object of `kind`.
 pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
-    read_pod_spec_at(kind.pod_spec_pointer(), object)
+    let mut spec = read_pod_spec_at(kind.pod_spec_pointer(), object)?;
+    spec.admitted_pod = kind == WorkloadKind::Pod;
+    Ok(spec)
 }
 
 /// Reads the pod spec at a JSON `pointer` of `object`.
@@ -208,65 +283,46 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
                 pointer: pointer.to_owned(),
             })
         }
-        Some(spec) => PodSpec::deserialize(spec).map_err(|e| WorkloadError::Malformed {
+        Some(spec) => PodSpecFields::deserialize(spec).map_err(|e| WorkloadError::Malformed {
             pointer: pointer.to_owned(),
             reason: e.to_string(),
         })?,
     };
-    let image = |list, field: &str, index: usize, c: (String, Option<String>, Option<String>)| {
-        ContainerImage {
-            list,
-            name: c.0,
-            image: c.1.unwrap_or_default(),
-            pull_policy: c.2,
-            pointer: format!("{pointer}/{field}/{index}/image"),
-        }
-    };
-    let init = spec
-        .init_containers
+    let lists = [
+        (ContainerList::Init, "initContainers", spec.init_containers),
+        (ContainerList::Regular, "containers", spec.containers),
+        (
+            ContainerList::Ephemeral,
+            "ephemeralContainers",
+            spec.ephemeral_containers,
+        ),
+    ];
+    let containers = lists
         .into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| {
-            image(
-                ContainerList::Init,
-                "initContainers",
-                i,
-                (c.name, c.image, c.image_pull_policy),
-            )
-        });
-    let regular = spec.containers.into_iter().enumerate().map(|(i, c)| {
-        image(
-            ContainerList::Regular,
-            "containers",
-            i,
-            (c.name, c.image, c.image_pull_policy),
-        )
-    });
-    let ephemeral = spec
-        .ephemeral_containers
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| {
-            image(
-                ContainerList::Ephemeral,
-                "ephemeralContainers",
-                i,
-                (c.name, c.image, c.image_pull_policy),
-            )
-        });
+        .flat_map(|(list, field, containers)| {
+            containers
+                .into_iter()
+                .enumerate()
+                .map(move |(index, container)| ContainerImage {
+                    list,
+                    name: container.name,
+                    image: container.image.unwrap_or_default(),
+                    pull_policy: container.image_pull_policy,
+                    pointer: format!("{pointer}/{field}/{index}/image"),
+                })
+        })
+        .collect();
     Ok(PodSpecView {
-        containers: init.chain(regular).chain(ephemeral).collect(),
+        containers,
         image_pull_secrets: spec
             .image_pull_secrets
             .into_iter()
-            .flatten()
             .map(|reference| reference.name)
-            .filter(|name| !name.is_empty())
             .collect(),
         service_account_name: spec.service_account_name.filter(|name| !name.is_empty()),
-        node_selector: spec.node_selector.unwrap_or_default(),
+        node_selector: spec.node_selector,
+        affinity: spec.affinity,
+        tolerations: spec.tolerations,
         admitted_pod: false,
     })
 }

@@ -356,32 +356,51 @@ fn pods_with_a_thousand_containers_and_huge_images_decide() {
     assert!(message(&response).contains("repository name must not be more than 255 characters"));
 }
 
-#[test]
-fn the_time_budget_stops_new_lookups_and_says_so() {
-    // Each call takes 400 ms on the simulated clock; 1000 ms buys three lookups (0, 400, 800).
+/// Six images on `registry.example.com`, each lookup taking `latency` on the simulated clock.
+fn six_slow_images(latency_ms: u64) -> (Value, InMemoryHost) {
     let mut request = fixture("pod-create.json");
     let containers: Vec<Value> = (0..6)
         .map(|i| json!({"name": format!("c{i}"), "image": format!("registry.example.com/slow{i}:1")}))
         .collect();
     request["object"]["spec"]["containers"] = json!(containers);
     request["object"]["spec"]["initContainers"] = json!([]);
-    let mut host = cluster().with_latency(std::time::Duration::from_millis(400));
+    let mut host = cluster().with_latency(std::time::Duration::from_millis(latency_ms));
     for i in 0..6 {
         host = host.with_digest(&format!("registry.example.com/slow{i}:1"), DIGEST);
     }
-    let response = run(&request, json!({"timeBudgetMs": 1000}), &host);
-    assert_eq!(host.digest_calls().len(), 3, "{:?}", host.calls());
-    assert_eq!(response["accepted"], true, "unreachable warns by default");
-    let warnings = warnings(&response);
-    assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(warnings.iter().all(|w| w.contains(
-        "registry unreachable on registry registry.example.com; allowed (actions.unreachable: warn): not checked in time: the policy's time budget of 1000 ms (timeBudgetMs) was spent"
-    )), "{warnings:?}");
+    (request, host)
+}
 
+#[test]
+fn the_time_budget_stops_new_lookups_and_says_so() {
+    // Each call takes 400 ms; of 1000 ms, 200 ms are left after two lookups (0, 400): less than
+    // the slowest lookup took, so a third would most likely overrun and is not started.
+    let (request, host) = six_slow_images(400);
+    let response = run(&request, json!({"timeBudgetMs": 1000}), &host);
+    assert_eq!(host.digest_calls().len(), 2, "{:?}", host.calls());
+    assert_eq!(response["accepted"], true, "unreachable warns by default");
+    let unchecked = warnings(&response);
+    assert_eq!(unchecked.len(), 4, "{unchecked:?}");
+    assert!(unchecked.iter().all(|w| w.contains(
+        "registry unreachable on registry registry.example.com; allowed (actions.unreachable: warn): not checked in time: less than the slowest lookup (400 ms) was left of timeBudgetMs (1000 ms)"
+    )), "{unchecked:?}");
+
+    // 500 ms each: two lookups spend the whole budget.
+    let (request, host) = six_slow_images(500);
+    let spent = run(&request, json!({"timeBudgetMs": 1000}), &host);
+    assert_eq!(host.digest_calls().len(), 2, "{:?}", host.calls());
+    assert!(
+        warnings(&spent).iter().all(|w| w.contains(
+            "not checked in time: the policy's time budget of 1000 ms (timeBudgetMs) was spent"
+        )),
+        "{spent}"
+    );
+
+    let (request, host) = six_slow_images(400);
     let strict = run(
         &request,
         json!({"timeBudgetMs": 1000, "actions": {"unreachable": "reject"}}),
-        &cluster().with_latency(std::time::Duration::from_millis(400)),
+        &host,
     );
     assert_eq!(strict["accepted"], false);
     assert!(message(&strict).contains("not checked in time"));

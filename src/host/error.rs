@@ -114,22 +114,35 @@ impl HostError {
         self.kind == HostErrorKind::NotFound
     }
 
-    /// The error as a registry failure, with the useful part of the text as its detail.
+    /// The error as a registry failure, with the useful part of the text as its detail. The
+    /// policy validated the reference before asking, so a host that cannot parse it only says
+    /// the host cannot look that form up: the kubelet may well pull it.
     pub fn failure(&self) -> Failure {
         let kind = match self.kind {
             HostErrorKind::Refused => FailureKind::HostRefused,
-            HostErrorKind::InvalidReference => FailureKind::InvalidReference,
             HostErrorKind::Unauthorized => FailureKind::Unauthorized,
             HostErrorKind::NotFound => FailureKind::Absent,
-            HostErrorKind::Unreachable => FailureKind::Unreachable,
+            HostErrorKind::InvalidReference | HostErrorKind::Unreachable => {
+                FailureKind::Unreachable
+            }
         };
-        Failure::new(kind, self.summary())
+        let summary = self.summary();
+        let detail = match self.kind {
+            HostErrorKind::InvalidReference => format!(
+                "the policy server cannot look up references of this form, although the kubelet can pull them: {summary}"
+            ),
+            _ => summary,
+        };
+        Failure::new(kind, detail)
     }
 
     /// The useful part of the text: the innermost message of the first line, plus the root
     /// cause of a live host's "Caused by:" chain (e.g. `Connection refused (os error 111)`).
+    /// Only what a registry says in the OCI error format is quoted: any other response body is
+    /// described by its size, since an image may name any HTTP service of the cluster and its
+    /// pages must not be read back to whoever created the Pod.
     pub fn summary(&self) -> String {
-        summarise(&self.text)
+        summarise(&describe_bodies(&self.text))
     }
 }
 
@@ -174,6 +187,47 @@ fn kind_of_status(status: u16) -> Option<HostErrorKind> {
         408 | 429 | 500..=599 => Some(HostErrorKind::Unreachable),
         _ => None,
     }
+}
+
+/// `text` with the response body of oci-client's `Server error: url …, code: NNN, message:
+/// BODY` replaced by its size, and every other quoted string outside an OCI error envelope
+/// (parsers quote what they could not read) by its size. A live host repeats the body in its
+/// "Caused by:" chain, which is then dropped.
+fn describe_bodies(text: &str) -> String {
+    const MESSAGE: &str = ", message: ";
+    let head = text.split("\n\nCaused by:").next().unwrap_or(text);
+    if let Some(status_at) = head.find(", code: ") {
+        if let Some(body_at) = head[status_at..].find(MESSAGE).map(|i| status_at + i) {
+            let body = &head[body_at + MESSAGE.len()..];
+            let description = if body.trim().is_empty() {
+                "an empty body".to_owned()
+            } else {
+                format!("a non-registry body of {} bytes", body.len())
+            };
+            return format!("{}, {description}", &head[..body_at]);
+        }
+    }
+    if text.contains("OCI API errors:") {
+        return text.to_owned();
+    }
+    describe_quotes(text)
+}
+
+/// Replaces each `"…"` and `` `…` `` in `text` by the size of what it quoted.
+fn describe_quotes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(['"', '`']) {
+        let quote = &rest[open..=open];
+        let Some(len) = rest[open + 1..].find(quote) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        out.push_str(&format!("<{len} bytes>"));
+        rest = &rest[open + 1 + len + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The useful part of a host error text; see [`HostError::summary`].
@@ -318,9 +372,73 @@ mod tests {
     }
 
     #[test]
-    fn invalid_reference_from_the_host() {
-        let failure = HostError::lookup(replayed("invalid reference format")).failure();
-        assert_eq!(failure.kind, FailureKind::InvalidReference);
+    fn a_reference_the_host_cannot_parse_is_unverified_never_invalid() {
+        // The policy parsed it first; only the host's client refuses (e.g. a bracketed IPv6
+        // registry), so the kubelet may still pull it.
+        let error = HostError::lookup(replayed("invalid reference format"));
+        assert_eq!(error.kind(), HostErrorKind::InvalidReference);
+        let failure = error.failure();
+        assert_eq!(failure.kind, FailureKind::Unreachable);
+        assert_eq!(
+            failure.detail,
+            "the policy server cannot look up references of this form, although the kubelet can pull them: invalid reference format"
+        );
+    }
+
+    #[test]
+    fn bodies_that_are_not_registry_errors_are_described_not_quoted() {
+        let page = "<html><body>Internal admin console: user list …</body></html>";
+        let status = format!(
+            "Server error: url http://10.0.0.7:8080/v2/a/manifests/1, code: 404, message: {page}"
+        );
+        for text in [live(&status, &[&status]), replayed(&status)] {
+            let error = HostError::lookup(text.as_str());
+            let failure = error.failure();
+            assert_eq!(
+                failure.kind,
+                FailureKind::Absent,
+                "the status still decides"
+            );
+            assert!(
+                !failure.detail.contains("admin console"),
+                "{}",
+                failure.detail
+            );
+            assert_eq!(
+                failure.detail,
+                format!(
+                    "Server error: url http://10.0.0.7:8080/v2/a/manifests/1, code: 404, a non-registry body of {} bytes",
+                    page.len()
+                )
+            );
+        }
+        let multi_line = replayed("Server error: url http://h/v2/a/manifests/1, code: 502, message: <html>\nsecret\n</html>");
+        let detail = HostError::lookup(multi_line).failure().detail;
+        assert!(
+            detail.ends_with("code: 502, a non-registry body of 21 bytes"),
+            "{detail}"
+        );
+        let empty = replayed("Server error: url http://h/v2/a/manifests/1, code: 500, message: ");
+        assert!(HostError::lookup(empty)
+            .failure()
+            .detail
+            .ends_with("code: 500, an empty body"));
+        let parse = replayed("Failed to parse manifest: invalid type: string \"internal secret page\", expected struct at line 1 column 22");
+        let detail = HostError::lookup(parse).failure().detail;
+        assert!(!detail.contains("secret page"), "{detail}");
+        assert!(
+            detail.contains("invalid type: string <20 bytes>, expected struct"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn registry_errors_in_the_oci_format_are_quoted() {
+        let envelope = "Registry error: url http://h/v2/a/manifests/1, envelope: OCI API errors: [OCI API error: manifest unknown to \"team\"]";
+        assert_eq!(
+            HostError::lookup(replayed(envelope)).failure().detail,
+            envelope
+        );
     }
 
     #[test]
