@@ -15,10 +15,14 @@ use crate::mirrors::Location;
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
 use crate::report::Resource;
-use crate::settings::Settings;
+use crate::settings::{OwnedPods, Settings};
 use crate::workload::{
-    read_pod_spec, ContainerImage, PodSpecView, PullPolicy, WorkloadError, WorkloadKind,
+    read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
+    WorkloadKind,
 };
+
+/// The annotation the kubelet puts on the API's copy of a static Pod.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// What one request asks the registries about.
 #[derive(Debug)]
@@ -52,6 +56,29 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// On UPDATE, keeps the checks of images the old object did not run (`running`): scaling or
+    /// relabelling a workload whose running image has since vanished is never blocked. Unless
+    /// what decides the pull changed since `old` (the pull secrets or ServiceAccount, or, with
+    /// required platforms, the scheduling fields): the new pods then pull every image afresh.
+    fn keep_new_images(
+        &mut self,
+        old: Option<&Pod>,
+        running: &HashSet<String>,
+        settings: &Settings,
+    ) {
+        if let (Some(spec), Some(old_spec)) = (&self.spec, old.and_then(|old| old.spec.as_ref())) {
+            let scheduling_matters = !settings.required_platforms.is_empty();
+            if spec.credentials_context() != old_spec.credentials_context()
+                || (scheduling_matters
+                    && spec.scheduling_context() != old_spec.scheduling_context())
+            {
+                return;
+            }
+        }
+        self.checks
+            .retain(|check| !running.contains(&check.identity()));
+    }
+
     /// The keyring of secrets that were read, for credentialed lookups.
     pub fn keyring(&self) -> Option<&Keyring> {
         self.secrets
@@ -138,14 +165,27 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         Ok(pods) => pods,
         Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
     };
-    let already_running = match request.operation {
-        Operation::Update => previous_images(&target, &request.old_object),
-        _ => HashSet::new(),
-    };
+    if target.is_owned_pod(&request.object, settings) {
+        // Its owner was the admission point; only ephemeral containers (kubectl debug) are
+        // added to a Pod after its controller created it.
+        for pod in &mut pods {
+            pod.checks
+                .retain(|check| check.container.list == ContainerList::Ephemeral);
+        }
+    }
+    if request.operation == Operation::Update {
+        let old_pods = target.pods(&request.old_object).unwrap_or_default();
+        let running: HashSet<String> = old_pods
+            .iter()
+            .flat_map(|pod| &pod.checks)
+            .map(Check::identity)
+            .collect();
+        for (i, pod) in pods.iter_mut().enumerate() {
+            pod.keep_new_images(old_pods.get(i), &running, settings);
+        }
+    }
     for pod in &mut pods {
-        pod.checks.retain(|check| {
-            !already_running.contains(&check.identity()) && check.needs_registry(settings)
-        });
+        pod.checks.retain(|check| check.needs_registry(settings));
         for check in &mut pod.checks {
             if let Ok(reference) = &check.reference {
                 check.chain = settings.mirrors.locations(reference);
@@ -212,6 +252,37 @@ impl<'a> Target<'a> {
             })
     }
 
+    /// True for a Pod that a controller the policy checks created (its template was judged
+    /// when the controller was admitted), and for kubelet mirror Pods, unless `ownedPods` is
+    /// `check` (mirror Pods are never checked: the kubelet runs them from its own files).
+    fn is_owned_pod(&self, object: &Value, settings: &Settings) -> bool {
+        if !matches!(self, Target::Builtin(WorkloadKind::Pod)) {
+            return false;
+        }
+        let metadata = &object["metadata"];
+        if metadata["annotations"].get(MIRROR_POD_ANNOTATION).is_some() {
+            return true;
+        }
+        settings.owned_pods == OwnedPods::Skip
+            && metadata["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|owner| owner["controller"] == Value::Bool(true))
+                .any(|owner| {
+                    let api_version = owner["apiVersion"].as_str().unwrap_or_default();
+                    let kind = owner["kind"].as_str().unwrap_or_default();
+                    let (group, version) =
+                        api_version.rsplit_once('/').unwrap_or(("", api_version));
+                    WorkloadKind::from_group_kind(group, kind)
+                        .is_some_and(|kind| kind != WorkloadKind::Pod)
+                        || settings
+                            .custom_kinds
+                            .iter()
+                            .any(|custom| custom.matches(group, version, kind))
+                })
+    }
+
     fn kind_name(&self) -> &str {
         match self {
             Target::Builtin(kind) => kind.as_str(),
@@ -243,15 +314,4 @@ impl<'a> Target<'a> {
             .collect();
         Ok(pods)
     }
-}
-
-/// The images of the object before an UPDATE; unreadable old objects count as having none.
-fn previous_images(target: &Target<'_>, old_object: &Value) -> HashSet<String> {
-    target
-        .pods(old_object)
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|pod| pod.checks)
-        .map(|check| check.identity())
-        .collect()
 }
