@@ -5,9 +5,15 @@ SOURCE_FILES := $(shell find src -type f -name '*.rs') Cargo.toml Cargo.lock
 HOST_SOURCES := $(shell find e2e-tests/host/src -type f -name '*.rs' 2>/dev/null) e2e-tests/host/Cargo.toml
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
 HOST := e2e-tests/host/target/release/policy-host
-KWCTL := $(shell command -v kwctl 2>/dev/null)
+# The Kubewarden CLI: $KWCTL from the environment (or `make KWCTL=…`), else `kwctl` on PATH,
+# else the copy the project's tools directory provides. Empty when none is found.
+KWCTL ?= $(or $(shell command -v kwctl 2>/dev/null),$(shell test -x ../shared/tools/kwctl && echo $(abspath ../shared/tools/kwctl)))
+KWCTL := $(KWCTL)
+# kwctl prints Rust backtraces into its messages when RUST_BACKTRACE is set.
+KWCTL_RUN := env -u RUST_BACKTRACE $(KWCTL)
 WASM_OPT := $(shell command -v wasm-opt 2>/dev/null)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+METADATA_VERSION := $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' policy-metadata.yml)
 
 .PHONY: all
 all: annotated-policy.wasm
@@ -22,10 +28,16 @@ else
 endif
 
 # The policy with its metadata embedded, as it is pushed to a registry. Uses kwctl where it is
-# installed, else the project's test host, which writes the same custom section.
+# found (KWCTL above), else the project's test host, which writes the same custom section.
+# kwctl's warnings (e.g. a hostCapabilities entry it does not find in the module) fail the build.
 annotated-policy.wasm: policy.wasm policy-metadata.yml README.md $(if $(KWCTL),,$(HOST))
 ifneq ($(KWCTL),)
-	$(KWCTL) annotate -m policy-metadata.yml -u README.md -o annotated-policy.wasm policy.wasm
+	@mkdir -p target
+	$(KWCTL_RUN) annotate -m policy-metadata.yml -u README.md -o $@ policy.wasm 2>target/kwctl-annotate.log \
+		|| { cat target/kwctl-annotate.log >&2; rm -f $@; exit 1; }
+	@cat target/kwctl-annotate.log >&2
+	@if grep -q WARN target/kwctl-annotate.log; then \
+		echo "kwctl annotate warned (see above): fix policy-metadata.yml" >&2; rm -f $@; exit 1; fi
 else
 	$(HOST) annotate --metadata-path policy-metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
 endif
@@ -83,12 +95,19 @@ demo: setup
 	$(MAKE) annotated-policy.wasm host
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bash e2e-tests/demo.sh
 
+# Regenerates artifacthub-pkg.yml (Artifact Hub's package file) from the metadata, with the
+# Rancher UI questions of questions-ui.yml. kwctl takes the version from the metadata's
+# io.kubewarden.policy.version, which must match Cargo.toml's, and stamps createdAt with the
+# current time (it has no option to keep the previous one).
 .PHONY: artifacthub
-artifacthub: annotated-policy.wasm
+artifacthub: policy-metadata.yml questions-ui.yml
 ifneq ($(KWCTL),)
-	$(KWCTL) scaffold artifacthub --metadata-path policy-metadata.yml --version $(VERSION) > artifacthub-pkg.yml
+	@test "$(METADATA_VERSION)" = "$(VERSION)" || { echo "io.kubewarden.policy.version \
+	($(METADATA_VERSION)) in policy-metadata.yml differs from Cargo.toml's version ($(VERSION))" >&2; exit 1; }
+	$(KWCTL_RUN) scaffold artifacthub --metadata-path policy-metadata.yml \
+		--questions-path questions-ui.yml --output artifacthub-pkg.yml
 else
-	@echo "kwctl is not installed: artifacthub-pkg.yml is maintained by hand in its format" >&2
+	@echo "kwctl not found (set KWCTL, or put kwctl on PATH): artifacthub-pkg.yml left as it is" >&2
 endif
 
 .PHONY: clean

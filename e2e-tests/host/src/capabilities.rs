@@ -16,8 +16,11 @@ use crate::callback_requests::{
 };
 use crate::resolve_images::ResolveImagesRequest;
 
+/// The error a host call hands back to the guest.
+pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+
 /// What wapc expects a host callback to return.
-pub type HostCallbackResult = Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>>;
+pub type HostCallbackResult = Result<Vec<u8>, HostError>;
 
 /// Something that answers typed guest requests: the live registry/cluster,
 /// a recorder wrapped around it, or a replayed session.
@@ -40,8 +43,31 @@ pub struct HostCapabilities {
     meter: Option<Arc<CallMeter>>,
 }
 
-fn unknown_operation(operation: &str) -> HostCallbackResult {
+fn unknown_operation<T>(operation: &str) -> Result<T, HostError> {
     Err(format!("unknown operation: {operation}").into())
+}
+
+/// `tracing/log`: the guest's log events, printed; the only `tracing` operation.
+fn tracing_call(operation: &str, payload: &[u8]) -> HostCallbackResult {
+    match operation {
+        "log" => {
+            log_guest_event(payload);
+            Ok(Vec::new())
+        }
+        _ => unknown_operation(operation),
+    }
+}
+
+/// The request of a `kubernetes` call.
+fn kubernetes_request(operation: &str, payload: &[u8]) -> Result<CallbackRequestType, HostError> {
+    Ok(match operation {
+        "get_resource" => serde_json::from_slice::<GetResourceRequest>(payload)?.into(),
+        "list_resources_by_namespace" => {
+            serde_json::from_slice::<ListResourcesByNamespaceRequest>(payload)?.into()
+        }
+        "list_resources_all" => serde_json::from_slice::<ListAllResourcesRequest>(payload)?.into(),
+        _ => return unknown_operation(operation),
+    })
 }
 
 impl HostCapabilities {
@@ -92,6 +118,7 @@ impl HostCapabilities {
         result
     }
 
+    /// The checks in the order the module documentation gives, then the backend.
     fn dispatch(
         &self,
         binding: &str,
@@ -102,81 +129,82 @@ impl HostCapabilities {
         if binding != "kubewarden" {
             return Err(format!("unknown binding: {binding}").into());
         }
-
-        // "tracing" is never gated, everything else is.
-        if namespace != "tracing" {
-            let capability = format!("{namespace}/{operation}");
-            if !self.allow_list.allows(&capability) {
-                eprintln!(
-                    "policy-host: policy tried to use host capability '{capability}', allowed: '{}'",
-                    self.allow_list
-                );
-                return Err(format!(
-                    "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
-                )
-                .into());
-            }
+        // "tracing" is never gated, and never reaches the backend.
+        if namespace == "tracing" {
+            return tracing_call(operation, payload);
         }
-
-        let request: CallbackRequestType = match namespace {
-            "tracing" => {
-                return match operation {
-                    "log" => {
-                        log_guest_event(payload);
-                        Ok(Vec::new())
-                    }
-                    _ => unknown_operation(operation),
-                }
-            }
-            "oci" => {
-                let image = || serde_json::from_slice::<String>(payload);
-                match operation {
-                    "v1/manifest_digest" => {
-                        CallbackRequestType::OciManifestDigest { image: image()? }
-                    }
-                    "v1/oci_manifest" => CallbackRequestType::OciManifest { image: image()? },
-                    "v1/oci_manifest_config" => {
-                        CallbackRequestType::OciManifestAndConfig { image: image()? }
-                    }
-                    "v1/resolve_images" if self.resolve_images => {
-                        let request: ResolveImagesRequest = serde_json::from_slice(payload)
-                            .map_err(|e| format!("invalid request: {e}"))?;
-                        CallbackRequestType::OciResolveImages {
-                            lookups: request.lookups,
-                            timeout_ms: request.timeout_ms,
-                        }
-                    }
-                    _ => return unknown_operation(operation),
-                }
-            }
-            "kubernetes" => match operation {
-                "get_resource" => serde_json::from_slice::<GetResourceRequest>(payload)?.into(),
-                "list_resources_by_namespace" => {
-                    serde_json::from_slice::<ListResourcesByNamespaceRequest>(payload)?.into()
-                }
-                "list_resources_all" => {
-                    serde_json::from_slice::<ListAllResourcesRequest>(payload)?.into()
-                }
-                _ => return unknown_operation(operation),
-            },
+        self.check_allowed(namespace, operation)?;
+        let request = match namespace {
+            "oci" => self.oci_request(operation, payload)?,
+            "kubernetes" => kubernetes_request(operation, payload)?,
             _ => return Err(format!("unknown namespace: {namespace}").into()),
         };
+        self.check_kubernetes_access(&request)?;
+        self.evaluate(&request)
+    }
 
-        if let Some((api_version, kind)) = request.kubernetes_resource() {
-            if !self.kubernetes_access.allows(api_version, kind) {
-                return Err(format!(
+    /// The host-capability allow-list (`--host-capabilities`).
+    fn check_allowed(&self, namespace: &str, operation: &str) -> Result<(), HostError> {
+        let capability = format!("{namespace}/{operation}");
+        if self.allow_list.allows(&capability) {
+            return Ok(());
+        }
+        eprintln!(
+            "policy-host: policy tried to use host capability '{capability}', allowed: '{}'",
+            self.allow_list
+        );
+        Err(format!(
+            "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
+        )
+        .into())
+    }
+
+    /// The request of an `oci` call; `v1/resolve_images` only when offered.
+    fn oci_request(
+        &self,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<CallbackRequestType, HostError> {
+        let image = || serde_json::from_slice::<String>(payload);
+        Ok(match operation {
+            "v1/manifest_digest" => CallbackRequestType::OciManifestDigest { image: image()? },
+            "v1/oci_manifest" => CallbackRequestType::OciManifest { image: image()? },
+            "v1/oci_manifest_config" => {
+                CallbackRequestType::OciManifestAndConfig { image: image()? }
+            }
+            "v1/resolve_images" if self.resolve_images => {
+                let request: ResolveImagesRequest =
+                    serde_json::from_slice(payload).map_err(|e| format!("invalid request: {e}"))?;
+                CallbackRequestType::OciResolveImages {
+                    lookups: request.lookups,
+                    timeout_ms: request.timeout_ms,
+                }
+            }
+            _ => return unknown_operation(operation),
+        })
+    }
+
+    /// The `contextAwareResources` gate, for requests that read Kubernetes objects.
+    fn check_kubernetes_access(&self, request: &CallbackRequestType) -> Result<(), HostError> {
+        match request.kubernetes_resource() {
+            Some((api_version, kind)) if !self.kubernetes_access.allows(api_version, kind) => {
+                Err(format!(
                     "Policy has not been granted access to Kubernetes {api_version}/{kind} resources. The violation has been reported."
                 )
-                .into());
+                .into())
             }
+            _ => Ok(()),
         }
+    }
 
+    /// Hand the request to the backend; its errors reach the guest as policy-evaluator's do.
+    fn evaluate(&self, request: &CallbackRequestType) -> HostCallbackResult {
         let mut backend = self
             .backend
             .lock()
             .map_err(|_| "host capability backend poisoned by an earlier panic")?;
         backend
-            .evaluate(&request)
+            .evaluate(request)
             .map_err(|e| format!("Callback evaluation failure: {}", error_chain(&e)).into())
     }
 
