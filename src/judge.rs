@@ -2,13 +2,16 @@
 //! failed is explained with the pod's pull secrets; a found image is checked against the
 //! required platforms; what was found is remembered for pins and the mirror annotation.
 
-use crate::failure::Failure;
+use crate::failure::{Failure, FailureKind};
 use crate::host::Host;
 use crate::lookup::{Budget, Found, Lookups};
+use crate::node_images::{name_nodes, NodeImages};
 use crate::plan::{Check, Plan, Pod};
 use crate::platforms::PlatformChecker;
+use crate::reference::ImageReference;
 use crate::report::{Finding, Subject};
 use crate::settings::Settings;
+use crate::workload::PullPolicy;
 
 /// The findings of one request, and what its found images leave behind.
 #[derive(Debug, Default)]
@@ -34,12 +37,16 @@ pub fn judge(
         ..Judgement::default()
     };
     let mut platforms = PlatformChecker::new(&settings.required_platforms, host, budget);
+    let mut node_images = NodeImages::new(host);
     for pod in &plan.pods {
         for check in &pod.checks {
             let failure = match &check.reference {
                 Err(invalid) => Some(invalid.clone()),
-                Ok(_) => match lookups.chain(pod.id, &check.chain, budget, host) {
-                    Err(failure) => Some(explain(failure, pod, check, plan, lookups)),
+                Ok(reference) => match lookups.chain(pod.id, &check.chain, budget, host) {
+                    Err(failure) => {
+                        let failure = explain(failure, pod, check, plan, lookups, settings);
+                        Some(cached_on_nodes(failure, check, reference, &mut node_images))
+                    }
                     Ok(found) => judgement.found(pod, check, found, &mut platforms),
                 },
             };
@@ -91,18 +98,73 @@ impl Judgement {
     }
 }
 
-/// A failed chain, explained by the pod's pull secrets where that says more. Only for images
-/// with a single location: a mirror chain's detail already names every location.
-fn explain(failure: Failure, pod: &Pod, check: &Check, plan: &Plan, lookups: &Lookups) -> Failure {
-    match (&pod.secrets, &check.reference) {
-        (Some(secrets), Ok(reference)) if check.chain.len() == 1 => secrets.explain_refusal(
-            failure,
-            reference,
-            &plan.resource.namespace,
-            lookups.used_pod_credentials(),
-        ),
+/// A failed chain, explained by the pod's pull secrets where that says more: a refusal of a
+/// single location, or a 404 from a registry that may hide what its caller may not see.
+fn explain(
+    failure: Failure,
+    pod: &Pod,
+    check: &Check,
+    plan: &Plan,
+    lookups: &Lookups,
+    settings: &Settings,
+) -> Failure {
+    let Ok(reference) = &check.reference else {
+        return failure;
+    };
+    let namespace = &plan.resource.namespace;
+    let pod_credentials = lookups.used_pod_credentials();
+    if failure.kind == FailureKind::Absent && !pod_credentials {
+        let hiding = check
+            .chain
+            .iter()
+            .map(|location| location.reference.registry())
+            .find(|registry| settings.not_found_may_mean_denied(registry));
+        let covered = pod.secrets.as_ref().is_none_or(|secrets| {
+            !secrets.consulted() || !secrets.keyring.lookup(&reference.name()).is_empty()
+        });
+        if let (Some(registry), true) = (hiding, covered) {
+            return Failure::new(
+                FailureKind::Unauthorized,
+                format!(
+                    "{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied), and the pod's own pull secrets were not used for this check: {}",
+                    failure.detail
+                ),
+            );
+        }
+    }
+    match &pod.secrets {
+        Some(secrets) if check.chain.len() == 1 => {
+            secrets.explain_refusal(failure, reference, namespace, pod_credentials)
+        }
         _ => failure,
     }
+}
+
+/// An absent image that nodes still hold is not certain to fail when the kubelet pulls it only
+/// if the node lacks it (`IfNotPresent`): pods placed on those nodes start.
+fn cached_on_nodes<H: Host>(
+    failure: Failure,
+    check: &Check,
+    reference: &ImageReference,
+    node_images: &mut NodeImages<'_, H>,
+) -> Failure {
+    let policy = PullPolicy::effective(check.container.pull_policy.as_deref(), reference);
+    if failure.kind != FailureKind::Absent || policy != PullPolicy::IfNotPresent {
+        return failure;
+    }
+    let nodes = node_images.holding(reference);
+    if nodes.is_empty() {
+        return failure;
+    }
+    Failure::new(
+        FailureKind::CachedOnNodes,
+        format!(
+            "{}; but {} node(s) still have it ({}), and imagePullPolicy IfNotPresent starts pods there without a pull",
+            failure.detail,
+            nodes.len(),
+            name_nodes(&nodes)
+        ),
+    )
 }
 
 /// The findings of the pull secrets that were read.

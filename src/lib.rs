@@ -36,6 +36,7 @@ pub mod judge;
 pub mod lookup;
 pub mod lookup_scope;
 pub mod mirrors;
+pub mod node_images;
 pub mod plan;
 pub mod platforms;
 pub mod pull_secrets;

@@ -14,6 +14,10 @@ use crate::workload::ContainerImage;
 
 /// Kubernetes may truncate warnings longer than this.
 pub const WARNING_MAX: usize = 256;
+/// The API server keeps at most this many bytes of warnings per response and drops the rest.
+pub const WARNINGS_TOTAL_MAX: usize = 4096;
+/// The audit annotation that keeps every warning when there were too many to send one each.
+pub const WARNINGS_ANNOTATION: &str = "resolvable-images/warnings";
 /// Longest image string quoted as written: an image field can be arbitrarily long.
 const IMAGE_QUOTE_MAX: usize = 200;
 /// The audit annotation that records failures accepted with `allow`.
@@ -275,17 +279,21 @@ pub fn decide(
 ) -> Decision {
     let mut rejected = Vec::new();
     let mut decision = Decision::accept();
-    decision.warnings = notes
-        .iter()
-        .map(|note| truncate(note, WARNING_MAX))
-        .collect();
+    let mut warned = Vec::new();
     let mut allowed = Vec::new();
     for finding in findings {
         match actions.for_kind(finding.failure.kind) {
             Action::Reject => rejected.push(finding.rejection_line()),
-            Action::Warn => decision.warnings.push(finding.warning()),
+            Action::Warn => warned.push(finding),
             Action::Allow => allowed.push(finding.audit_record()),
         }
+    }
+    decision.warnings = warnings(notes, &warned);
+    if decision.warnings.len() < notes.len() + warned.len() {
+        let all: Vec<String> = warned.iter().map(|f| f.audit_record()).collect();
+        decision
+            .audit_annotations
+            .insert(WARNINGS_ANNOTATION.to_owned(), all.join("\n"));
     }
     if !allowed.is_empty() {
         decision
@@ -302,6 +310,77 @@ pub fn decide(
         ));
     }
     decision
+}
+
+/// The warnings of a response: one per note and warned finding while they fit the API
+/// server's [`WARNINGS_TOTAL_MAX`]; past that, one per failure kind and registry, and a last
+/// one that says how many more the audit annotation holds.
+fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
+    let notes = notes.iter().map(|note| truncate(note, WARNING_MAX));
+    let each: Vec<String> = notes
+        .clone()
+        .chain(warned.iter().map(|f| f.warning()))
+        .collect();
+    if total_len(&each) <= WARNINGS_TOTAL_MAX {
+        return each;
+    }
+    let mut groups: Vec<(FailureKind, String, Vec<&Finding>)> = Vec::new();
+    for finding in warned {
+        let registry = finding
+            .reference()
+            .map(|r| r.registry().to_owned())
+            .unwrap_or_default();
+        match groups
+            .iter_mut()
+            .find(|(kind, r, _)| *kind == finding.failure.kind && *r == registry)
+        {
+            Some((_, _, members)) => members.push(finding),
+            None => groups.push((finding.failure.kind, registry, vec![finding])),
+        }
+    }
+    let grouped = groups
+        .iter()
+        .map(|(kind, registry, members)| match members.as_slice() {
+            [single] => single.warning(),
+            _ => group_warning(*kind, registry, members),
+        });
+    let mut kept: Vec<String> = Vec::new();
+    let all: Vec<String> = notes.chain(grouped).collect();
+    // Room for the closing line, which is short.
+    let budget = WARNINGS_TOTAL_MAX - 100;
+    for (i, warning) in all.iter().enumerate() {
+        if total_len(&kept) + warning.len() > budget {
+            kept.push(format!(
+                "{} more warnings: see the audit annotation {WARNINGS_ANNOTATION}",
+                all.len() - i
+            ));
+            break;
+        }
+        kept.push(warning.clone());
+    }
+    kept
+}
+
+/// One warning for several findings of `kind` on `registry`.
+fn group_warning(kind: FailureKind, registry: &str, members: &[&Finding]) -> String {
+    let subjects: Vec<String> = members.iter().map(|f| f.subject(60)).collect();
+    let on = if registry.is_empty() {
+        String::new()
+    } else {
+        format!(" on registry {registry}")
+    };
+    let line = format!(
+        "{} images{on}: {kind}; allowed (actions.{}: warn); all in the audit annotation {WARNINGS_ANNOTATION}: {}",
+        members.len(),
+        kind.setting_key(),
+        subjects.join(", ")
+    );
+    truncate(&line, WARNING_MAX)
+}
+
+/// The bytes of `warnings` together.
+fn total_len(warnings: &[String]) -> usize {
+    warnings.iter().map(String::len).sum()
 }
 
 #[cfg(test)]
@@ -419,5 +498,78 @@ mod tests {
             serde_json::from_slice(&Decision::malformed("bad").to_json()).unwrap();
         assert_eq!(malformed["code"], 400);
         assert_eq!(malformed["accepted"], false);
+    }
+
+    #[test]
+    fn many_warnings_are_grouped_within_the_api_servers_limits() {
+        let mut findings: Vec<Finding> = (0..20)
+            .map(|i| {
+                finding(
+                    &format!("ghcr.io/org/private-{i}:1"),
+                    FailureKind::Unauthorized,
+                    &"401 ".repeat(60),
+                )
+            })
+            .collect();
+        findings.push(finding(
+            "quay.io/org/a:1",
+            FailureKind::Unreachable,
+            "connection refused",
+        ));
+        let decision = decide(&resource(), &findings, &[], &Actions::default());
+        assert!(decision.accepted);
+        assert_eq!(decision.warnings.len(), 2, "{:?}", decision.warnings);
+        assert!(decision.warnings[0].starts_with(
+            "20 images on registry ghcr.io: not authorized; allowed (actions.unauthorized: warn); all in the audit annotation resolvable-images/warnings: container \"app\" image \"ghcr.io/org/private-0:1\""
+        ), "{}", decision.warnings[0]);
+        assert!(decision.warnings[1]
+            .starts_with("container \"app\" image \"quay.io/org/a:1\": registry unreachable"));
+        assert!(decision.warnings.iter().all(|w| w.len() <= WARNING_MAX));
+        let all = &decision.audit_annotations[WARNINGS_ANNOTATION];
+        assert_eq!(all.lines().count(), 21, "{all}");
+        assert!(all.contains("ghcr.io/org/private-19:1") && all.contains("401 401"));
+    }
+
+    #[test]
+    fn warnings_of_many_registries_stop_at_the_total_limit() {
+        let findings: Vec<Finding> = (0..40)
+            .map(|i| {
+                finding(
+                    &format!("r{i}.example.com/a:1"),
+                    FailureKind::Unreachable,
+                    &"x".repeat(300),
+                )
+            })
+            .collect();
+        let decision = decide(&resource(), &findings, &[], &Actions::default());
+        let total: usize = decision.warnings.iter().map(String::len).sum();
+        assert!(total <= WARNINGS_TOTAL_MAX, "{total}");
+        let last = decision.warnings.last().unwrap();
+        assert!(
+            last.ends_with("more warnings: see the audit annotation resolvable-images/warnings"),
+            "{last}"
+        );
+        assert_eq!(
+            decision.audit_annotations[WARNINGS_ANNOTATION]
+                .lines()
+                .count(),
+            40
+        );
+    }
+
+    #[test]
+    fn few_warnings_stay_one_each_without_the_annotation() {
+        let findings: Vec<Finding> = (0..3)
+            .map(|i| {
+                finding(
+                    &format!("ghcr.io/org/p{i}:1"),
+                    FailureKind::Unauthorized,
+                    "401",
+                )
+            })
+            .collect();
+        let decision = decide(&resource(), &findings, &[], &Actions::default());
+        assert_eq!(decision.warnings.len(), 3);
+        assert!(!decision.audit_annotations.contains_key(WARNINGS_ANNOTATION));
     }
 }
