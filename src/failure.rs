@@ -118,7 +118,7 @@ impl FailureKind {
             MalformedPullSecret => ("malformedPullSecret", true,  "malformed pull secret"),
             UncoveredRegistry =>   ("uncoveredRegistry",   false, "not authorized"),
             MissingPlatform =>     ("missingPlatform",     true,  "no manifest for a required platform"),
-            CachedOnNodes =>       ("cachedOnNodes",       false, "not found but cached on nodes"),
+            CachedOnNodes =>       ("cachedOnNodes",       false, "not found (cached on nodes)"),
             NotLookedUp =>         ("notLookedUp",         false, "not looked up"),
         };
         KindSpec { key, certain, label }

@@ -159,10 +159,10 @@ fn cached_on_nodes<H: Host>(
     Failure::new(
         FailureKind::CachedOnNodes,
         format!(
-            "{}; but {} node(s) still have it ({}), and imagePullPolicy IfNotPresent starts pods there without a pull",
-            failure.detail,
+            "cached on {} node(s) ({}), where IfNotPresent starts pods without a pull; the registry said: {}",
             nodes.len(),
-            name_nodes(&nodes)
+            name_nodes(&nodes),
+            failure.detail
         ),
     )
 }

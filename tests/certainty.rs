@@ -1,0 +1,432 @@
+//! "Certain means certain": Pods the node would run are never denied, and what the policy says
+//! stays within what Kubernetes keeps and what a user may read. One test per point of the
+//! issue that introduced these rules.
+
+mod common;
+
+use common::*;
+use resolvable_images_policy::host::InMemoryHost;
+use resolvable_images_policy::testing::{dockerconfigjson, service_account};
+use serde_json::{json, Value};
+
+const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// The Pod fixture with one container `app` running `image` (no init containers).
+fn pod_with(image: &str, pull_policy: Option<&str>) -> Value {
+    let mut request = fixture("pod-create.json");
+    let mut container = json!({"name": "app", "image": image});
+    if let Some(policy) = pull_policy {
+        container["imagePullPolicy"] = json!(policy);
+    }
+    request["object"]["spec"]["containers"] = json!([container]);
+    request["object"]["spec"]["initContainers"] = json!([]);
+    request
+}
+
+fn owned_by(mut request: Value, api_version: &str, kind: &str) -> Value {
+    request["object"]["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": api_version, "kind": kind, "name": "web-7d4b9", "uid": "u1",
+        "controller": true, "blockOwnerDeletion": true}]);
+    request
+}
+
+#[test]
+fn pods_of_checked_controllers_are_not_looked_up_again() {
+    for (api_version, kind) in [
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "DaemonSet"),
+        ("batch/v1", "Job"),
+        ("v1", "ReplicationController"),
+    ] {
+        let request = owned_by(
+            pod_with("registry.example.com/team/gone:1", None),
+            api_version,
+            kind,
+        );
+        let host = cluster();
+        let response = run(&request, json!({}), &host);
+        assert_eq!(response["accepted"], true, "{kind}: {response}");
+        assert!(host.digest_calls().is_empty(), "{kind}: {:?}", host.calls());
+    }
+}
+
+#[test]
+fn owned_pods_are_checked_when_the_owner_is_not_checked_or_on_request() {
+    let gone = pod_with("registry.example.com/team/gone:1", None);
+    // A controller the policy does not know (no customResources entry) was never judged.
+    let unknown_owner = owned_by(gone.clone(), "example.com/v1", "Thing");
+    assert_eq!(
+        run(&unknown_owner, json!({}), &cluster())["accepted"],
+        false
+    );
+    // ownerReferences without controller: true do not make an owner.
+    let mut not_controller = owned_by(gone.clone(), "apps/v1", "ReplicaSet");
+    not_controller["object"]["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+    assert_eq!(
+        run(&not_controller, json!({}), &cluster())["accepted"],
+        false
+    );
+    // ownedPods: check.
+    let owned = owned_by(gone.clone(), "apps/v1", "ReplicaSet");
+    let response = run(&owned, json!({"ownedPods": "check"}), &cluster());
+    assert_eq!(response["accepted"], false, "{response}");
+    // A custom kind the policy checks is an owner too.
+    let custom = owned_by(gone, "argoproj.io/v1alpha1", "Workflow");
+    let settings = json!({"customResources": [{"apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow", "images": ["$.spec.templates[*].container.image"]}]});
+    let host = cluster();
+    assert_eq!(run(&custom, settings, &host)["accepted"], true);
+    assert!(host.digest_calls().is_empty());
+}
+
+#[test]
+fn ephemeral_containers_of_owned_pods_are_still_checked() {
+    let mut request = owned_by(
+        pod_with("registry.example.com/team/gone:1", None),
+        "apps/v1",
+        "ReplicaSet",
+    );
+    request["object"]["spec"]["ephemeralContainers"] =
+        json!([{"name": "debugger", "image": "registry.example.com/tools/debug:typo"}]);
+    let host = cluster();
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], false);
+    assert!(
+        message(&response).contains("ephemeral container \"debugger\""),
+        "{response}"
+    );
+    assert_eq!(
+        host.digest_calls(),
+        ["registry.example.com/tools/debug:typo"]
+    );
+}
+
+#[test]
+fn mirror_pods_are_never_checked() {
+    let mut request = pod_with("registry.example.com/team/gone:1", None);
+    request["object"]["metadata"]["annotations"] =
+        json!({"kubernetes.io/config.mirror": "0123abcd", "kubernetes.io/config.source": "file"});
+    for settings in [json!({}), json!({"ownedPods": "check"})] {
+        let host = cluster();
+        assert_eq!(run(&request, settings, &host)["accepted"], true);
+        assert!(host.calls().is_empty(), "{:?}", host.calls());
+    }
+}
+
+fn nodes_holding(images: &[&str]) -> Value {
+    json!({"apiVersion": "v1", "kind": "NodeList", "items": [
+        {"metadata": {"name": "node-1"}, "status": {"images": [{"names": images, "sizeBytes": 10}]}},
+        {"metadata": {"name": "node-2"}, "status": {"images": []}},
+    ]})
+}
+
+#[test]
+fn absent_if_not_present_images_cached_on_nodes_are_warned_about() {
+    let request = pod_with("registry.example.com/team/app:1.4.2", Some("IfNotPresent"));
+    let host = cluster().with_nodes(nodes_holding(&[APP]));
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("not found (cached on nodes) on registry registry.example.com; allowed (actions.cachedOnNodes: warn)"), "{warnings:?}");
+    assert!(warnings[0].contains("allowed (actions.cachedOnNodes: warn): cached on 1 node(s) (node-1), where IfNotPresent starts pods"), "{warnings:?}");
+    assert_eq!(host.calls().iter().filter(|c| *c == "list Node").count(), 1);
+
+    let strict = run(
+        &request,
+        json!({"actions": {"cachedOnNodes": "reject"}}),
+        &host,
+    );
+    assert_eq!(strict["accepted"], false);
+}
+
+#[test]
+fn cached_images_do_not_help_always_pulls_or_other_tags() {
+    // Always (explicit, or implied by :latest) asks the registry on every start.
+    let always = pod_with("registry.example.com/team/app:1.4.2", Some("Always"));
+    let host = cluster().with_nodes(nodes_holding(&[APP]));
+    assert_eq!(run(&always, json!({}), &host)["accepted"], false);
+    assert!(
+        !host.calls().contains(&"list Node".to_owned()),
+        "Nodes are read only when they can help"
+    );
+    let other_tag = pod_with("registry.example.com/team/app:1.4.3", Some("IfNotPresent"));
+    assert_eq!(
+        run(
+            &other_tag,
+            json!({}),
+            &cluster().with_nodes(nodes_holding(&[APP]))
+        )["accepted"],
+        false
+    );
+    // Nodes that cannot be read prove nothing either way: the registry's 404 stands.
+    let unreadable = cluster()
+        .with_resource_error("Policy has not been granted access to Kubernetes v1/Node resources.");
+    let request = pod_with("registry.example.com/team/app:1.4.2", Some("IfNotPresent"));
+    assert_eq!(
+        run(
+            &request,
+            json!({"pullSecrets": {"consult": false}}),
+            &unreadable
+        )["accepted"],
+        false
+    );
+}
+
+#[test]
+fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
+    let image = "[fd00::10]:5000/app:1";
+    let request = pod_with(image, None);
+    let host = cluster().with_error(
+        "[fd00::10]:5000/app:1",
+        "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: invalid reference format",
+    );
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert!(
+        warnings[0].contains("registry unreachable on registry [fd00::10]:5000"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].contains("the policy server cannot look up references of this form"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn custom_kinds_with_placeholders_in_unread_fields_are_checked() {
+    let request = json!({
+        "uid": "u", "operation": "CREATE", "namespace": "team-a", "name": "build",
+        "kind": {"group": "tekton.dev", "version": "v1", "kind": "TaskRun"},
+        "object": {"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+            "metadata": {"name": "build", "namespace": "team-a"},
+            "spec": {"podTemplate": {
+                "terminationGracePeriodSeconds": "{{workflow.parameters.grace}}",
+                "securityContext": {"runAsUser": "$(params.uid)"},
+                "containers": [{"name": "step", "image": "registry.example.com/team/app:typo",
+                                "resources": {"limits": {"cpu": "{{cpu}}"}}, "ports": "{{ports}}"}]}}}
+    });
+    let settings = json!({"customResources": [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+        "podSpecs": ["$.spec.podTemplate"]}]});
+    let response = run(&request, settings, &cluster());
+    assert_eq!(response["accepted"], false, "{response}");
+    assert!(
+        message(&response).contains("TaskRun team-a/build: 1 image will not pull"),
+        "{response}"
+    );
+    assert!(message(&response).contains("registry.example.com/team/app:typo"));
+}
+
+#[test]
+fn twenty_unverifiable_images_fit_the_api_servers_warning_limits() {
+    let mut request = fixture("pod-create.json");
+    let containers: Vec<Value> = (0..20)
+        .map(|i| json!({"name": format!("c{i}"), "image": format!("ghcr.io/org/private-{i}:1")}))
+        .collect();
+    request["object"]["spec"]["containers"] = json!(containers);
+    request["object"]["spec"]["initContainers"] = json!([]);
+    let mut host = cluster();
+    for i in 0..20 {
+        host = host.with_error(
+            &format!("ghcr.io/org/private-{i}:1"),
+            &format!("error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Not authorized: url https://ghcr.io/v2/org/private-{i}/manifests/1"),
+        );
+    }
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true);
+    let warnings = warnings(&response);
+    let total: usize = warnings.iter().map(String::len).sum();
+    assert!(
+        total <= 4096 && warnings.iter().all(|w| w.len() <= 256),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("20 images on registry ghcr.io: not authorized")),
+        "{warnings:?}"
+    );
+    let all = response["audit_annotations"]["resolvable-images/warnings"]
+        .as_str()
+        .unwrap();
+    assert_eq!(all.lines().count(), 20);
+}
+
+#[test]
+fn a_non_registry_page_is_never_read_back_to_the_user() {
+    let request = pod_with("10.0.0.7:8080/admin/console:1", None);
+    let page = "<html><title>Admin</title><body>users: alice, bob; api key: 0xfeed</body></html>";
+    let host = cluster().with_error(
+        "10.0.0.7:8080/admin/console:1",
+        &format!("error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Server error: url http://10.0.0.7:8080/v2/admin/console/manifests/1, code: 404, message: {page}"),
+    );
+    let response = run(&request, json!({}), &host);
+    let text = response.to_string();
+    assert!(
+        !text.contains("alice") && !text.contains("0xfeed") && !text.contains("<html>"),
+        "{text}"
+    );
+    assert!(
+        message(&response).contains(&format!(
+            "code: 404, a non-registry body of {} bytes",
+            page.len()
+        )),
+        "{response}"
+    );
+}
+
+#[test]
+fn link_local_registries_are_never_asked() {
+    let request = pod_with("169.254.169.254/latest/meta-data:1", None);
+    let host = cluster();
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true);
+    assert!(host.digest_calls().is_empty());
+    assert!(
+        warnings(&response)[0].contains("not looked up"),
+        "{response}"
+    );
+    assert!(
+        warnings(&response)[0].contains("(actions.notLookedUp: warn)"),
+        "{response}"
+    );
+}
+
+#[test]
+fn only_listed_registries_are_asked() {
+    let mut request = fixture("pod-create.json");
+    request["object"]["spec"]["containers"] = json!([
+        {"name": "a", "image": "blackhole.example.net/app:1"},
+        {"name": "b", "image": "registry.example.com/team/app:1.4.2"}]);
+    request["object"]["spec"]["initContainers"] = json!([]);
+    let host = cluster().with_digest(APP, DIGEST);
+    let response = run(
+        &request,
+        json!({"lookupRegistries": ["*.example.com"]}),
+        &host,
+    );
+    assert_eq!(response["accepted"], true);
+    assert_eq!(
+        host.digest_calls(),
+        [APP],
+        "no host call for an unlisted registry"
+    );
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0]
+            .contains("not looked up: registry blackhole.example.net is not in lookupRegistries"),
+        "{warnings:?}"
+    );
+    let refused = run(
+        &json!({"settings": {}}),
+        json!({"lookupRegistries": ["a/b"]}),
+        &host,
+    );
+    assert_eq!(refused["accepted"], false);
+}
+
+/// The Deployment fixture's UPDATE that only scales, with `change` applied to the new template.
+fn update_changing(change: impl Fn(&mut Value)) -> Value {
+    let mut request = fixture("deployment-update-scale.json");
+    change(&mut request["object"]["spec"]["template"]["spec"]);
+    request
+}
+
+#[test]
+fn updates_that_change_credentials_or_scheduling_recheck_the_images() {
+    let scale_only = update_changing(|_| {});
+    let host = cluster();
+    assert_eq!(run(&scale_only, json!({}), &host)["accepted"], true);
+    assert!(host.digest_calls().is_empty());
+
+    let new_secrets =
+        update_changing(|spec| spec["imagePullSecrets"] = json!([{"name": "regcred"}]));
+    let host = cluster();
+    let response = run(&new_secrets, json!({}), &host);
+    assert_eq!(
+        response["accepted"], false,
+        "the images vanished and the new pods pull them"
+    );
+    assert_eq!(host.digest_calls().len(), 3, "{:?}", host.calls());
+
+    let new_account = update_changing(|spec| spec["serviceAccountName"] = json!("builder"));
+    let host = cluster();
+    run(&new_account, json!({}), &host);
+    assert_eq!(host.digest_calls().len(), 3);
+
+    let new_selector =
+        update_changing(|spec| spec["nodeSelector"] = json!({"kubernetes.io/arch": "arm64"}));
+    let host = cluster();
+    run(&new_selector, json!({}), &host);
+    assert!(
+        host.digest_calls().is_empty(),
+        "scheduling matters only with requiredPlatforms"
+    );
+    let host = cluster();
+    run(
+        &new_selector,
+        json!({"requiredPlatforms": ["linux/arm64"]}),
+        &host,
+    );
+    assert_eq!(host.digest_calls().len(), 3);
+}
+
+#[test]
+fn an_empty_pull_secret_name_keeps_the_service_accounts_secrets_out() {
+    let mut request = fixture("deployment-create.json");
+    request["object"]["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": ""}]);
+    let host = cluster()
+        .with_object(service_account("default", &["sa-cred"]))
+        .with_object(dockerconfigjson(
+            "sa-cred",
+            "registry.example.com",
+            "u",
+            "p",
+        ))
+        .with_digest(APP, DIGEST)
+        .with_digest(MIGRATE, DIGEST)
+        .with_digest(BUSYBOX, DIGEST);
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let gets: Vec<String> = host
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("get "))
+        .collect();
+    assert!(
+        gets.is_empty(),
+        "neither the ServiceAccount nor a secret \"\" is read: {gets:?}"
+    );
+}
+
+#[test]
+fn a_404_from_a_registry_that_hides_denials_is_not_proof() {
+    let image = "acme.jfrog.io/docker/app:1";
+    let request = pod_with(image, None);
+    let not_found = "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://acme.jfrog.io/v2/docker/app/manifests/1, envelope: OCI API errors: [OCI API error: manifest unknown]";
+    let secret_host = |host: InMemoryHost| {
+        host.with_object(dockerconfigjson("regcred", "acme.jfrog.io", "u", "p"))
+            .with_error(image, not_found)
+    };
+    let mut with_secret = request.clone();
+    with_secret["object"]["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    let response = run(&with_secret, json!({}), &secret_host(cluster()));
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        warnings(&response)[0].contains("notFoundMayMeanDenied"),
+        "{response}"
+    );
+    // Without a secret for it, the node pulls anonymously and sees the same 404.
+    let anonymous = run(&request, json!({}), &cluster().with_error(image, not_found));
+    assert_eq!(anonymous["accepted"], false);
+    // Operators who trust the 404 say so.
+    let trusted = run(
+        &with_secret,
+        json!({"notFoundMayMeanDenied": []}),
+        &secret_host(cluster()),
+    );
+    assert_eq!(trusted["accepted"], false);
+}
