@@ -80,9 +80,6 @@ impl Mirrors {
             };
             check_location(&rule.prefix, true).map_err(at("prefix"))?;
             if let Some(location) = &rule.location {
-                if rule.prefix.starts_with("*.") {
-                    return Err(at("location")(LocationError::WildcardRewritten));
-                }
                 check_location(location, false).map_err(at("location"))?;
             }
             for (j, mirror) in rule.mirrors.iter().enumerate() {
@@ -102,7 +99,7 @@ impl Mirrors {
     /// Locations that do not form a valid reference once rewritten are left out.
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
         let name = reference.name();
-        let Some((rule, matched)) = self.find(&name, reference.registry()) else {
+        let Some((rule, matched)) = self.find(&name) else {
             return vec![Location {
                 reference: reference.clone(),
                 is_mirror: false,
@@ -140,29 +137,42 @@ impl Mirrors {
         locations
     }
 
-    /// The matching rule and how many bytes of `name` it matched: the longest literal prefix,
-    /// else the longest `*.domain` wildcard, which matches the registry host only.
-    fn find(&self, name: &str, registry: &str) -> Option<(&RegistryRule, usize)> {
-        let literal = self
-            .rules
-            .iter()
-            .filter(|rule| !rule.prefix.starts_with("*."))
-            .filter(|rule| {
-                name.strip_prefix(rule.prefix.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-            })
-            .max_by_key(|rule| rule.prefix.len());
-        if let Some(rule) = literal {
-            return Some((rule, rule.prefix.len()));
-        }
-        let host = registry.split(':').next().unwrap_or(registry);
+    /// The matching rule and how many bytes of `name` it matched, as sysregistriesv2's
+    /// `FindRegistry` chooses: the longest prefix, literal or `*.domain` alike, and among
+    /// prefixes of the same length the first in sorted order. A wildcard matches the host
+    /// (any depth of subdomain) and leaves its port in the rest, which the rewrite keeps.
+    fn find(&self, name: &str) -> Option<(&RegistryRule, usize)> {
         self.rules
             .iter()
-            .filter_map(|rule| rule.prefix.strip_prefix('*').map(|domain| (rule, domain)))
-            .filter(|(_, domain)| host.ends_with(domain) && host.len() > domain.len())
-            .max_by_key(|(_, domain)| domain.len())
-            .map(|(rule, _)| (rule, registry.len()))
+            .filter_map(|rule| prefix_match(name, &rule.prefix).map(|end| (rule, end)))
+            .min_by(|(a, _), (b, _)| {
+                b.prefix
+                    .len()
+                    .cmp(&a.prefix.len())
+                    .then_with(|| a.prefix.cmp(&b.prefix))
+            })
     }
+}
+
+/// Where `prefix` stops matching `name` (`registry/repository`), if it does, exactly as
+/// sysregistriesv2's `refMatchingPrefix` and `refMatchingSubdomainPrefix`: a literal prefix is
+/// followed by the end, `/`, `@` or `:` (so `example.com` also matches `example.com:5000`,
+/// which containers/image calls unintended but does); `*.domain` matches the first `.domain`
+/// before any `/` that is followed by the end, `/`, `@` or `:`.
+fn prefix_match(name: &str, prefix: &str) -> Option<usize> {
+    if let Some(domain) = prefix.strip_prefix('*') {
+        let start = name.find(domain)?;
+        if name[..start].contains('/') {
+            return None;
+        }
+        let end = start + domain.len();
+        return match name.as_bytes().get(end) {
+            None | Some(b':' | b'/' | b'@') => Some(end),
+            Some(_) => None,
+        };
+    }
+    let rest = name.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with(['/', ':', '@'])).then_some(prefix.len())
 }
 
 /// A refused registry rule: which field, relative to the rule list, and why.
@@ -197,12 +207,12 @@ pub enum LocationError {
     NotHostPath(String),
     /// `*.domain` outside a prefix.
     WildcardOutsidePrefix,
-    /// `*.domain/path`, or `*.` alone.
+    /// `*.domain/path`, `*.domain:port`, or `*.` alone.
     WildcardWithPath(String),
     /// A `*` anywhere but leading a prefix.
     MisplacedWildcard(String),
-    /// A wildcard prefix with a `location` rewrite.
-    WildcardRewritten,
+    /// The first component is not a registry host (`registry/x` is a Docker Hub name).
+    NotQualified(String),
     /// Not a valid registry and repository path.
     Invalid {
         /// The location as written.
@@ -227,15 +237,16 @@ impl fmt::Display for LocationError {
             }
             LocationError::WildcardWithPath(location) => write!(
                 f,
-                "{location:?}: a wildcard prefix is *.domain, without a path"
+                "{location:?}: a wildcard prefix is *.domain, without a port or a path"
             ),
             LocationError::MisplacedWildcard(location) => write!(
                 f,
                 "{location:?}: a wildcard may only lead a prefix, as *.domain"
             ),
-            LocationError::WildcardRewritten => {
-                f.write_str("a wildcard prefix cannot be rewritten; use mirrors")
-            }
+            LocationError::NotQualified(location) => write!(
+                f,
+                "{location:?} does not start with a registry host (a name with a dot or a port, or localhost); it would be read as a Docker Hub repository"
+            ),
             LocationError::Invalid { location, reason } => {
                 write!(f, "{location:?} is not host[:port][/path]: {reason}")
             }
@@ -258,7 +269,7 @@ fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), Location
         if !wildcard_allowed {
             return Err(LocationError::WildcardOutsidePrefix);
         }
-        if domain.is_empty() || domain.contains(['/', '*']) {
+        if domain.is_empty() || domain.contains(['/', '*', ':']) {
             return Err(LocationError::WildcardWithPath(location.to_owned()));
         }
         return Ok(());
@@ -266,12 +277,19 @@ fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), Location
     if location.contains('*') {
         return Err(LocationError::MisplacedWildcard(location.to_owned()));
     }
-    ImageReference::parse(&format!("{location}/x"))
-        .map(|_| ())
-        .map_err(|reason| LocationError::Invalid {
+    let parsed = ImageReference::parse(&format!("{location}/x")).map_err(|reason| {
+        LocationError::Invalid {
             location: location.to_owned(),
             reason,
-        })
+        }
+    })?;
+    // `registry/x` would silently become `docker.io/registry/x`: containers/image refuses a
+    // location that is not fully qualified, and so does the policy.
+    let host = location.split('/').next().unwrap_or(location);
+    if parsed.registry() != host {
+        return Err(LocationError::NotQualified(location.to_owned()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -385,9 +403,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(chain(&mirrors, "a.example.com/x:1")[0].0, "wild.local/x:1");
+        // The port stays with the rest of the name, as containers/image rewrites it.
         assert_eq!(
             chain(&mirrors, "a.b.example.com:5000/x:1")[0].0,
-            "wild.local/x:1"
+            "wild.local:5000/x:1"
         );
         assert_eq!(
             chain(&mirrors, "exact.example.com/x:1")[0].0,
@@ -433,10 +452,16 @@ mod tests {
         let cases = [
             (rule("", None, vec![]), "[0].prefix"),
             (rule("https://docker.io", None, vec![]), "[0].prefix"),
+            (rule("docker.io", Some("registry"), vec![]), "[0].location"),
             (
-                rule("*.example.com", Some("x.local"), vec![]),
-                "[0].location",
+                rule(
+                    "docker.io",
+                    None,
+                    vec![mirror("mirror/hub", PullFromMirror::All)],
+                ),
+                "[0].mirrors[0].location",
             ),
+            (rule("*.example.com:5000", None, vec![]), "[0].prefix"),
             (
                 rule(
                     "docker.io",
@@ -459,5 +484,165 @@ mod tests {
             let error = Mirrors::new(vec![rule.clone()]).expect_err(&rule.prefix);
             assert_eq!(error.field(), field, "{rule:?}: {error}");
         }
+    }
+
+    /// containers/image `pkg/sysregistriesv2/system_registries_v2_test.go`:
+    /// `TestRefMatchingSubdomainPrefix` and `TestRefMatchingPrefix` (`None` for -1).
+    #[test]
+    fn prefixes_match_as_sysregistriesv2_matches_them() {
+        let sha = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let with_digest = format!("yet.another.example.com/foo/bar@{sha}");
+        let with_digest_sub = format!("yet.another.sub.example.com/foo/bar@{sha}");
+        let cases: Vec<(&str, &str, Option<usize>)> = vec![
+            ("docker.io", "*.io", Some("docker.io".len())),
+            ("docker.io/foo", "*.com", None),
+            ("example.com/foo", "*.co", None),
+            ("example.com/foo", "*.example.com", None),
+            ("example.com/foo", "*.com", Some("example.com".len())),
+            ("example.com/foo:bar", "*.com", Some("example.com".len())),
+            (
+                "example.com/foo/bar:baz",
+                "*.com",
+                Some("example.com".len()),
+            ),
+            ("yet.another.example.com/foo", "**.example.com", None),
+            (
+                "yet.another.example.com/foo/bar",
+                "*.another.example.com",
+                Some("yet.another.example.com".len()),
+            ),
+            (
+                "another.example.com/namespace.com/foo/bar/bbq:baz",
+                "*.example.com",
+                Some("another.example.com".len()),
+            ),
+            (
+                "example.net/namespace-ends-in.com/foo/bar/bbq:baz",
+                "*.com",
+                None,
+            ),
+            (
+                "another.example.com/namespace.com/foo/bar/bbq:baz",
+                "*.namespace.com",
+                None,
+            ),
+            (
+                "sub.example.com/foo/bar",
+                "*.com",
+                Some("sub.example.com".len()),
+            ),
+            (
+                "another.sub.example.com/foo/bar/bbq:baz",
+                "*.sub.example.com",
+                Some("another.sub.example.com".len()),
+            ),
+            (
+                &with_digest,
+                "*.example.com",
+                Some("yet.another.example.com".len()),
+            ),
+            (
+                &with_digest_sub,
+                "*.sub.example.com",
+                Some("yet.another.sub.example.com".len()),
+            ),
+            ("docker.io", "docker.io", Some("docker.io".len())),
+            ("docker.io", "example.com", None),
+            (
+                "example.com:5000",
+                "example.com:5000",
+                Some("example.com:5000".len()),
+            ),
+            ("example.com:50000", "example.com:5000", None),
+            ("example.com:5000", "example.com", Some("example.com".len())),
+            (
+                "example.com/foo/bar",
+                "example.com",
+                Some("example.com".len()),
+            ),
+            ("docker.io", "docker.io/library", None),
+            ("docker.io/libraryy", "docker.io/library", None),
+            (
+                "docker.io/library/busybox",
+                "docker.io/library",
+                Some("docker.io/library".len()),
+            ),
+            (
+                "docker.io/library/busybox2",
+                "docker.io/library/busybox",
+                None,
+            ),
+            ("example.com/foo", "*", None),
+        ];
+        for (name, prefix, expected) in cases {
+            assert_eq!(prefix_match(name, prefix), expected, "{name} vs. {prefix}");
+        }
+    }
+
+    /// containers/image `TestFindRegistry`: the longest prefix wins, wildcard or not, and a
+    /// longer literal prefix beats a shorter wildcard (`foo.bar.example.com:5000` over
+    /// `*.example.com`), a longer wildcard a shorter one (`*.bar.docker.io` over `*.docker.io`).
+    #[test]
+    fn the_longest_prefix_wins_whether_literal_or_wildcard() {
+        let mirrors = Mirrors::new(vec![
+            rule(
+                "*.docker.io",
+                None,
+                vec![mirror("m4.local", PullFromMirror::All)],
+            ),
+            rule(
+                "*.bar.docker.io",
+                None,
+                vec![mirror("m4b.local", PullFromMirror::All)],
+            ),
+            rule(
+                "*.example.com",
+                None,
+                vec![mirror("m5.local", PullFromMirror::All)],
+            ),
+            rule(
+                "foo.bar.example.com:5000",
+                None,
+                vec![mirror("m5b.local", PullFromMirror::All)],
+            ),
+            rule(
+                "a.example.org",
+                None,
+                vec![mirror("literal.local", PullFromMirror::All)],
+            ),
+            rule(
+                "*.example.org",
+                None,
+                vec![mirror("wild.local", PullFromMirror::All)],
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            chain(&mirrors, "foo.bar.docker.io:5000/omg/wtf:foo")[0].0,
+            "m4b.local:5000/omg/wtf:foo"
+        );
+        assert_eq!(
+            chain(&mirrors, "foo.docker.io/omg:foo")[0].0,
+            "m4.local/omg:foo"
+        );
+        assert_eq!(
+            chain(&mirrors, "foo.bar.example.com:5000/omg:foo")[0].0,
+            "m5b.local/omg:foo"
+        );
+        assert_eq!(
+            chain(&mirrors, "foo.bar.example.com:6000/omg:foo")[0].0,
+            "m5.local:6000/omg:foo"
+        );
+        // Same length: the first in sorted order, and `*` sorts before letters.
+        assert_eq!(chain(&mirrors, "a.example.org/x:1")[0].0, "wild.local/x:1");
+    }
+
+    #[test]
+    fn a_wildcard_prefix_may_be_rewritten_keeping_the_port() {
+        let mirrors = Mirrors::new(vec![rule("*.example.com", Some("m.local"), vec![])]).unwrap();
+        assert_eq!(
+            chain(&mirrors, "a.example.com:5000/x:1"),
+            [("m.local:5000/x:1".to_owned(), false)]
+        );
     }
 }
