@@ -15,6 +15,8 @@ use crate::settings::Settings;
 
 /// The audit annotation that names images found on a mirror rather than their registry.
 pub const MIRROR_ANNOTATION: &str = "resolvable-images/resolved-from-mirror";
+/// The audit annotation that names images `pinDigests` left unpinned, and why.
+pub const NOT_PINNED_ANNOTATION: &str = "resolvable-images/not-pinned";
 
 /// Answers waPC `validate`: never an error, so a malformed request or a failing host becomes
 /// an explained decision instead of an HTTP 500 for the user's deploy.
@@ -61,6 +63,7 @@ fn answer(
     settings: &Settings,
 ) -> Decision {
     let mut notes = plan.notes;
+    notes.extend(judgement.notes);
     if let Some(reason) = &lookups.fallback {
         notes.push(format!(
             "credentialed lookups (oci/v1/resolve_images) are not available here ({reason}); images were checked with the policy server's credentials"
@@ -76,6 +79,12 @@ fn answer(
         decision.audit_annotations.insert(
             MIRROR_ANNOTATION.to_owned(),
             judgement.from_mirrors.join("; "),
+        );
+    }
+    if !judgement.not_pinned.is_empty() {
+        decision.audit_annotations.insert(
+            NOT_PINNED_ANNOTATION.to_owned(),
+            judgement.not_pinned.join("; "),
         );
     }
     if decision.accepted && settings.pin_digests && !judgement.pins.is_empty() {

@@ -2,6 +2,10 @@
 //! failed is explained with the pod's pull secrets; a found image is checked against the
 //! required platforms; what was found is remembered for pins and the mirror annotation.
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
 use crate::failure::{Failure, FailureKind};
 use crate::host::Host;
 use crate::lookup::{Budget, Found, Lookups};
@@ -10,8 +14,9 @@ use crate::plan::{Check, Plan, Pod};
 use crate::platforms::PlatformChecker;
 use crate::reference::ImageReference;
 use crate::report::{Finding, Subject};
+use crate::scheduling::Placement;
 use crate::settings::Settings;
-use crate::workload::PullPolicy;
+use crate::workload::{PodSpecView, PullPolicy};
 
 /// The findings of one request, and what its found images leave behind.
 #[derive(Debug, Default)]
@@ -22,6 +27,22 @@ pub struct Judgement {
     pub pins: Vec<(String, String)>,
     /// Images found on a mirror rather than their registry, for the audit annotation.
     pub from_mirrors: Vec<String>,
+    /// Images left unpinned, and why, for the audit annotation.
+    pub not_pinned: Vec<String>,
+    /// Warnings about the check itself (e.g. a pod that fits no node).
+    pub notes: Vec<String>,
+}
+
+/// What judging one request needs at hand.
+struct Judge<'a, H: Host> {
+    plan: &'a Plan,
+    settings: &'a Settings,
+    budget: &'a Budget,
+    host: &'a H,
+    lookups: &'a mut Lookups,
+    platforms: PlatformChecker<'a, H>,
+    node_images: NodeImages<'a, H>,
+    judgement: Judgement,
 }
 
 /// Judges every check of `plan`, looking up what the batch did not already answer.
@@ -32,69 +53,140 @@ pub fn judge(
     budget: &Budget,
     host: &impl Host,
 ) -> Judgement {
-    let mut judgement = Judgement {
-        findings: secret_findings(plan),
-        ..Judgement::default()
+    let mut judge = Judge {
+        plan,
+        settings,
+        budget,
+        host,
+        lookups,
+        platforms: PlatformChecker::new(&settings.required_platforms, host, budget),
+        node_images: NodeImages::new(host),
+        judgement: Judgement {
+            findings: secret_findings(plan),
+            ..Judgement::default()
+        },
     };
-    let mut platforms = PlatformChecker::new(&settings.required_platforms, host, budget);
-    let mut node_images = NodeImages::new(host);
     for pod in &plan.pods {
         for check in &pod.checks {
-            let failure = match &check.reference {
-                Err(invalid) => Some(invalid.clone()),
-                Ok(reference) => match lookups.chain(pod.id, &check.chain, budget, host) {
-                    Err(failure) => {
-                        let failure = explain(failure, pod, check, plan, lookups, settings);
-                        Some(cached_on_nodes(failure, check, reference, &mut node_images))
-                    }
-                    Ok(found) => judgement.found(pod, check, found, &mut platforms),
-                },
-            };
-            if let Some(failure) = failure {
+            if let Some(failure) = judge.check(pod, check) {
                 let finding = Finding::image(
                     check.container.clone(),
                     check.reference.clone().ok(),
                     failure,
                 );
-                judgement
+                judge
+                    .judgement
                     .findings
                     .push(finding.with_mirrors(check.chain.len() > 1));
             }
         }
     }
+    let mut judgement = judge.judgement;
+    judgement.notes.append(&mut judge.platforms.notes);
     judgement
 }
 
-impl Judgement {
+impl<H: Host> Judge<'_, H> {
+    /// Why `check`'s image will not (or may not) pull, if it will not.
+    fn check(&mut self, pod: &Pod, check: &Check) -> Option<Failure> {
+        let image = match &check.reference {
+            Err(invalid) => return Some(invalid.clone()),
+            Ok(image) => image,
+        };
+        match self
+            .lookups
+            .chain(pod.id, image, &check.chain, self.budget, self.host)
+        {
+            Err(failure) => {
+                let failure = explain(failure, pod, check, self.plan, self.lookups, self.settings);
+                Some(cached_on_nodes(
+                    failure,
+                    check,
+                    image,
+                    &mut self.node_images,
+                ))
+            }
+            Ok(found) => self.found(pod, check, image, found),
+        }
+    }
+
     /// Records an image a chain found, and returns the failure of its platforms, if any.
-    fn found<H: Host>(
+    fn found(
         &mut self,
         pod: &Pod,
         check: &Check,
+        image: &ImageReference,
         found: Found,
-        platforms: &mut PlatformChecker<'_, H>,
     ) -> Option<Failure> {
         let container = &check.container;
         if found.location.is_mirror {
-            self.from_mirrors.push(format!(
+            self.judgement.from_mirrors.push(format!(
                 "{container} {}: {}",
                 container.image,
                 found.location.reference.lookup_reference()
             ));
         }
-        let node_selector = pod.spec.as_ref().map(|spec| &spec.node_selector);
-        let failure = platforms.check(&found.location.reference, &found.digest, node_selector);
-        let pinned = check
-            .reference
-            .as_ref()
-            .is_ok_and(|reference| reference.digest().is_some());
-        if failure.is_none() && !pinned {
-            self.pins.push((
-                container.pointer.clone(),
-                format!("{}@{}", container.image, found.digest),
-            ));
+        let unplaced = (BTreeMap::new(), Value::Null);
+        let placement = pod.spec.as_ref().map_or(
+            Placement {
+                node_selector: &unplaced.0,
+                affinity: &unplaced.1,
+                tolerations: &unplaced.1,
+                daemon_set: false,
+            },
+            PodSpecView::placement,
+        );
+        let failure = self
+            .platforms
+            .check(&found.location.reference, &found.digest, &placement);
+        if failure.is_none() && image.digest().is_none() && self.settings.pin_digests {
+            self.pin(pod, check, image, &found);
         }
         failure
+    }
+
+    /// Pins `image` to the digest `found` when a pull by that digest reaches a location that
+    /// has it: a digest pull skips `tag-only` mirrors, so a digest found on one is checked on
+    /// the first location a digest pull tries, and the image is left unpinned (and said so)
+    /// when that location does not have it.
+    fn pin(&mut self, pod: &Pod, check: &Check, image: &ImageReference, found: &Found) {
+        let container = &check.container;
+        let pinned = format!("{}@{}", container.image, found.digest);
+        let by_digest = ImageReference::parse(&format!("{}@{}", image.name(), found.digest));
+        let digest_chain = match &by_digest {
+            Ok(by_digest) => self.settings.mirrors.locations(by_digest),
+            Err(_) => Vec::new(),
+        };
+        let reaches_found = digest_chain
+            .iter()
+            .any(|location| location.reference.name() == found.location.reference.name());
+        let verdict = match (reaches_found, &by_digest, digest_chain.first()) {
+            (true, _, _) => Ok(()),
+            (false, Ok(by_digest), Some(first)) => self
+                .lookups
+                .chain(pod.id, by_digest, std::slice::from_ref(first), self.budget, self.host)
+                .map(|_| ())
+                .map_err(|failure| {
+                    format!(
+                        "a pull by digest skips the tag-only mirror {} and asks {} first, which does not have {} ({})",
+                        found.location.reference.registry(),
+                        first.reference.lookup_reference(),
+                        found.digest,
+                        failure.kind
+                    )
+                }),
+            _ => Err("the digest reference is not valid".to_owned()),
+        };
+        match verdict {
+            Ok(()) => self
+                .judgement
+                .pins
+                .push((container.pointer.clone(), pinned)),
+            Err(why) => self
+                .judgement
+                .not_pinned
+                .push(format!("{container} {}: {why}", container.image)),
+        }
     }
 }
 

@@ -42,6 +42,7 @@ pub mod platforms;
 pub mod pull_secrets;
 pub mod reference;
 pub mod report;
+pub mod scheduling;
 pub mod settings;
 /// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
 /// feature); never part of the policy.

@@ -75,11 +75,12 @@ impl Budget {
 /// What one lookup established: the manifest digest, or why there is none.
 pub type LookupResult = Result<String, Failure>;
 
-/// Lookups are kept apart by whose credentials they used: the policy server's (`None`) or a
-/// pod's, since two pods with different pull secrets may get different answers.
+/// Lookups are kept apart by whose credentials they used: the policy server's (`credentials`
+/// `None`) or those a pod's keyring gives the image's own name (the kubelet looks credentials
+/// up once, by that name, and the runtime sends them to every location of the chain).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct LookupKey {
-    pod: Option<PodId>,
+    credentials: Option<(PodId, String)>,
     reference: String,
 }
 
@@ -126,18 +127,20 @@ impl Lookups {
         lookups
     }
 
-    /// The result for `reference` looked up for `pod`: from the credentialed batch, or looked
-    /// up now with the stock capability, once per distinct reference. Stock lookups are made on
-    /// demand so that a mirror chain stops at the first location with the image.
-    pub fn at(
+    /// The result for the location `reference` of `image`, looked up for `pod`: from the
+    /// credentialed batch, or looked up now with the stock capability, once per distinct
+    /// reference. Stock lookups are made on demand so that a mirror chain stops at the first
+    /// location with the image.
+    fn at(
         &mut self,
         pod: PodId,
+        image: &ImageReference,
         reference: &ImageReference,
         budget: &Budget,
         host: &impl Host,
     ) -> LookupResult {
         let key = LookupKey {
-            pod: self.credentialed.then_some(pod),
+            credentials: self.credentialed.then(|| (pod, image.name())),
             reference: reference.lookup_reference(),
         };
         if let Some(result) = self.results.get(&key) {
@@ -156,15 +159,18 @@ impl Lookups {
         result
     }
 
-    /// Where a node pulling through `chain` for `pod` finds the image, or why it does not.
+    /// Where a node pulling `image` through `chain` for `pod` finds it, or why it does not.
     pub fn chain(
         &mut self,
         pod: PodId,
+        image: &ImageReference,
         chain: &[Location],
         budget: &Budget,
         host: &impl Host,
     ) -> Result<Found, Failure> {
-        chain_result(chain, |reference| self.at(pod, reference, budget, host))
+        chain_result(chain, |reference| {
+            self.at(pod, image, reference, budget, host)
+        })
     }
 
     /// True when the results came from the pods' own credentials.
@@ -173,8 +179,60 @@ impl Lookups {
     }
 }
 
-/// One `oci/v1/resolve_images` call for every distinct (pod, location), each with the
-/// credentials the kubelet would try. An `Err` says why the host could not do it.
+/// The lookups of a credentialed batch, in request order, and the locations the scope refused.
+#[derive(Default)]
+struct Batch {
+    keys: Vec<LookupKey>,
+    lookups: Vec<ImageLookup>,
+    refused: BTreeMap<LookupKey, LookupResult>,
+}
+
+impl Batch {
+    /// Every distinct (pod, image, location): one keyring lookup by the image's own name, whose
+    /// credentials go to every location of its chain, as the kubelet and the runtime do.
+    fn of(pods: &[Pod], keyrings: &[&Keyring], scope: &LookupScope) -> Self {
+        let mut batch = Batch::default();
+        let mut seen = std::collections::HashSet::new();
+        let checks = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
+            pod.checks
+                .iter()
+                .map(move |check| (pod.id, *keyring, check))
+        });
+        for (pod, keyring, check) in checks {
+            let Ok(image) = &check.reference else {
+                continue;
+            };
+            let name = image.name();
+            let credentials: Vec<_> = keyring
+                .lookup(&name)
+                .into_iter()
+                .map(|c| c.to_capability_json())
+                .collect();
+            for location in &check.chain {
+                let key = LookupKey {
+                    credentials: Some((pod, name.clone())),
+                    reference: location.reference.lookup_reference(),
+                };
+                if !seen.insert(key.clone()) {
+                    continue;
+                }
+                if let Some(refusal) = scope.refusal(&location.reference) {
+                    batch.refused.insert(key, Err(refusal));
+                    continue;
+                }
+                batch.lookups.push(ImageLookup {
+                    image: key.reference.clone(),
+                    credentials: credentials.clone(),
+                });
+                batch.keys.push(key);
+            }
+        }
+        batch
+    }
+}
+
+/// One `oci/v1/resolve_images` call for the whole [`Batch`]. An `Err` says why the host could
+/// not do it.
 fn look_up_with_credentials(
     pods: &[Pod],
     keyrings: &[&Keyring],
@@ -182,38 +240,11 @@ fn look_up_with_credentials(
     budget: &Budget,
     host: &impl Host,
 ) -> Result<BTreeMap<LookupKey, LookupResult>, String> {
-    let mut keys: Vec<LookupKey> = Vec::new();
-    let mut refused = BTreeMap::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut batch = Vec::new();
-    let locations = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
-        pod.checks
-            .iter()
-            .flat_map(|check| &check.chain)
-            .map(move |location| (pod.id, *keyring, &location.reference))
-    });
-    for (pod, keyring, reference) in locations {
-        let key = LookupKey {
-            pod: Some(pod),
-            reference: reference.lookup_reference(),
-        };
-        if !seen.insert(key.clone()) {
-            continue;
-        }
-        if let Some(refusal) = scope.refusal(reference) {
-            refused.insert(key, Err(refusal));
-            continue;
-        }
-        batch.push(ImageLookup {
-            image: key.reference.clone(),
-            credentials: keyring
-                .lookup(&reference.name())
-                .into_iter()
-                .map(|c| c.to_capability_json())
-                .collect(),
-        });
-        keys.push(key);
-    }
+    let Batch {
+        keys,
+        lookups: batch,
+        refused,
+    } = Batch::of(pods, keyrings, scope);
     let remaining = budget.remaining(host);
     if keys.is_empty() || remaining.is_zero() {
         let results = keys

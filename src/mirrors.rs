@@ -486,96 +486,47 @@ mod tests {
         }
     }
 
+    const WITH_DIGEST: &str = "yet.another.example.com/foo/bar@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const WITH_DIGEST_SUB: &str = "yet.another.sub.example.com/foo/bar@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
     /// containers/image `pkg/sysregistriesv2/system_registries_v2_test.go`:
-    /// `TestRefMatchingSubdomainPrefix` and `TestRefMatchingPrefix` (`None` for -1).
+    /// `TestRefMatchingSubdomainPrefix` and `TestRefMatchingPrefix` (`None` for -1): a name,
+    /// a prefix, and where the match ends.
+    #[rustfmt::skip]
+    const PREFIX_CASES: &[(&str, &str, Option<usize>)] = &[
+        ("docker.io", "*.io", Some(9)),
+        ("docker.io/foo", "*.com", None),
+        ("example.com/foo", "*.co", None),
+        ("example.com/foo", "*.example.com", None),
+        ("example.com/foo", "*.com", Some(11)),
+        ("example.com/foo:bar", "*.com", Some(11)),
+        ("example.com/foo/bar:baz", "*.com", Some(11)),
+        ("yet.another.example.com/foo", "**.example.com", None),
+        ("yet.another.example.com/foo/bar", "*.another.example.com", Some(23)),
+        ("another.example.com/namespace.com/foo/bar/bbq:baz", "*.example.com", Some(19)),
+        ("example.net/namespace-ends-in.com/foo/bar/bbq:baz", "*.com", None),
+        ("another.example.com/namespace.com/foo/bar/bbq:baz", "*.namespace.com", None),
+        ("sub.example.com/foo/bar", "*.com", Some(15)),
+        ("another.sub.example.com/foo/bar/bbq:baz", "*.sub.example.com", Some(23)),
+        (WITH_DIGEST, "*.example.com", Some(23)),
+        (WITH_DIGEST_SUB, "*.sub.example.com", Some(27)),
+        ("docker.io", "docker.io", Some(9)),
+        ("docker.io", "example.com", None),
+        ("example.com:5000", "example.com:5000", Some(16)),
+        ("example.com:50000", "example.com:5000", None),
+        ("example.com:5000", "example.com", Some(11)),
+        ("example.com/foo/bar", "example.com", Some(11)),
+        ("docker.io", "docker.io/library", None),
+        ("docker.io/libraryy", "docker.io/library", None),
+        ("docker.io/library/busybox", "docker.io/library", Some(17)),
+        ("docker.io/library/busybox2", "docker.io/library/busybox", None),
+        ("example.com/foo", "*", None),
+    ];
+
     #[test]
     fn prefixes_match_as_sysregistriesv2_matches_them() {
-        let sha = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-        let with_digest = format!("yet.another.example.com/foo/bar@{sha}");
-        let with_digest_sub = format!("yet.another.sub.example.com/foo/bar@{sha}");
-        let cases: Vec<(&str, &str, Option<usize>)> = vec![
-            ("docker.io", "*.io", Some("docker.io".len())),
-            ("docker.io/foo", "*.com", None),
-            ("example.com/foo", "*.co", None),
-            ("example.com/foo", "*.example.com", None),
-            ("example.com/foo", "*.com", Some("example.com".len())),
-            ("example.com/foo:bar", "*.com", Some("example.com".len())),
-            (
-                "example.com/foo/bar:baz",
-                "*.com",
-                Some("example.com".len()),
-            ),
-            ("yet.another.example.com/foo", "**.example.com", None),
-            (
-                "yet.another.example.com/foo/bar",
-                "*.another.example.com",
-                Some("yet.another.example.com".len()),
-            ),
-            (
-                "another.example.com/namespace.com/foo/bar/bbq:baz",
-                "*.example.com",
-                Some("another.example.com".len()),
-            ),
-            (
-                "example.net/namespace-ends-in.com/foo/bar/bbq:baz",
-                "*.com",
-                None,
-            ),
-            (
-                "another.example.com/namespace.com/foo/bar/bbq:baz",
-                "*.namespace.com",
-                None,
-            ),
-            (
-                "sub.example.com/foo/bar",
-                "*.com",
-                Some("sub.example.com".len()),
-            ),
-            (
-                "another.sub.example.com/foo/bar/bbq:baz",
-                "*.sub.example.com",
-                Some("another.sub.example.com".len()),
-            ),
-            (
-                &with_digest,
-                "*.example.com",
-                Some("yet.another.example.com".len()),
-            ),
-            (
-                &with_digest_sub,
-                "*.sub.example.com",
-                Some("yet.another.sub.example.com".len()),
-            ),
-            ("docker.io", "docker.io", Some("docker.io".len())),
-            ("docker.io", "example.com", None),
-            (
-                "example.com:5000",
-                "example.com:5000",
-                Some("example.com:5000".len()),
-            ),
-            ("example.com:50000", "example.com:5000", None),
-            ("example.com:5000", "example.com", Some("example.com".len())),
-            (
-                "example.com/foo/bar",
-                "example.com",
-                Some("example.com".len()),
-            ),
-            ("docker.io", "docker.io/library", None),
-            ("docker.io/libraryy", "docker.io/library", None),
-            (
-                "docker.io/library/busybox",
-                "docker.io/library",
-                Some("docker.io/library".len()),
-            ),
-            (
-                "docker.io/library/busybox2",
-                "docker.io/library/busybox",
-                None,
-            ),
-            ("example.com/foo", "*", None),
-        ];
-        for (name, prefix, expected) in cases {
-            assert_eq!(prefix_match(name, prefix), expected, "{name} vs. {prefix}");
+        for (name, prefix, expected) in PREFIX_CASES {
+            assert_eq!(prefix_match(name, prefix), *expected, "{name} vs. {prefix}");
         }
     }
 

@@ -8,81 +8,241 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::failure::{Failure, FailureKind};
-use crate::host::{Host, ListAllRequest};
+use crate::host::{Host, HostError, ListAllRequest};
 use crate::lookup::Budget;
 use crate::reference::ImageReference;
+use crate::scheduling::{nodes_of, Node, Placement, NODE_FIELDS};
 use crate::settings::FieldError;
 
-/// An OCI platform: `os/architecture[/variant]`.
+/// An OCI platform, normalised as containerd normalises it (`aarch64` is `arm64`, `arm` is
+/// `arm/v7`, `arm64/v8` is `arm64`, `amd64/v1` is `amd64`), so that equal platforms compare
+/// equal.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Platform {
     /// `linux`, `windows`, …
     pub os: String,
     /// `amd64`, `arm64`, …
     pub architecture: String,
-    /// `v8`, `v7`, … when it matters.
+    /// `v7`, `v3`, `v8.2`, … when it is not the architecture's baseline.
     pub variant: Option<String>,
+    /// Windows' `os.version` (`10.0.17763` or longer); a requirement with one is served only by
+    /// images of that build.
+    pub os_version: Option<String>,
 }
 
 impl Platform {
-    /// Parses `os/architecture[/variant]`.
+    /// Parses containerd's specifier `os[(os.version)]/architecture[/variant]`.
     pub fn parse(text: &str) -> Result<Self, PlatformError> {
-        let parts: Vec<&str> = text.split('/').collect();
+        let error = || PlatformError {
+            entry: text.to_owned(),
+        };
         let valid = |s: &str| {
             !s.is_empty()
                 && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
         };
-        match parts.as_slice() {
-            [os, architecture] if valid(os) && valid(architecture) => {
-                Ok(Platform::new(os, architecture, None))
+        let parts: Vec<&str> = text.split('/').collect();
+        let (os_part, architecture, variant) = match parts.as_slice() {
+            [os, architecture] => (*os, *architecture, None),
+            [os, architecture, variant] => (*os, *architecture, Some(*variant)),
+            _ => return Err(error()),
+        };
+        let (os, os_version) = match os_part.split_once('(') {
+            Some((os, rest)) => {
+                let version = rest.strip_suffix(')').ok_or_else(error)?;
+                (
+                    os,
+                    Some(version)
+                        .filter(|v| valid(v))
+                        .ok_or_else(error)
+                        .map(Some)?,
+                )
             }
-            [os, architecture, variant] if valid(os) && valid(architecture) && valid(variant) => {
-                Ok(Platform::new(os, architecture, Some(variant)))
-            }
-            _ => Err(PlatformError {
-                entry: text.to_owned(),
-            }),
+            None => (os_part, None),
+        };
+        if !valid(os) || !valid(architecture) || variant.is_some_and(|v| !valid(v)) {
+            return Err(error());
         }
+        Ok(Platform::new(os, architecture, variant, os_version))
     }
 
-    fn new(os: &str, architecture: &str, variant: Option<&str>) -> Self {
+    /// A normalised platform.
+    pub fn new(
+        os: &str,
+        architecture: &str,
+        variant: Option<&str>,
+        os_version: Option<&str>,
+    ) -> Self {
+        let (architecture, variant) = normalize_arch(architecture, variant.unwrap_or(""));
         Platform {
-            os: os.to_owned(),
-            architecture: architecture.to_owned(),
-            variant: variant.map(str::to_owned),
+            os: os.to_ascii_lowercase().replace("macos", "darwin"),
+            architecture,
+            variant: Some(variant).filter(|v| !v.is_empty()),
+            os_version: os_version.filter(|v| !v.is_empty()).map(str::to_owned),
         }
     }
 
-    /// The variant as containerd normalises it: `arm64` means `v8`, `arm` means `v7`.
-    fn normalised_variant(&self) -> Option<&str> {
-        match (self.architecture.as_str(), self.variant.as_deref()) {
-            ("arm64", None) => Some("v8"),
-            ("arm", None) => Some("v7"),
-            (_, variant) => variant,
-        }
-    }
-
-    /// True when an image manifest for `available` runs on a node of this platform. A
-    /// requirement without a variant accepts any variant.
+    /// True when a node of this platform runs an image built for `available`, as containerd's
+    /// `platforms.Only(self).Match(available)` decides: the same OS, and the architecture and
+    /// variant of one of the platforms it is compatible with (an `arm/v7` node runs `arm/v6`
+    /// and `arm/v5`, an `arm64` node `arm/v8` to `arm/v5`, an `amd64/v3` node `amd64/v2`,
+    /// `amd64` and `386`; never the reverse). Windows images must also be of the node's build.
     pub fn is_served_by(&self, available: &Platform) -> bool {
+        self.compatible().iter().any(|p| {
+            p.os == available.os
+                && p.architecture == available.architecture
+                && p.variant == available.variant
+        }) && self.os_version_served_by(available)
+    }
+
+    /// Exact matching, as containerd's `OnlyStrict`: no older variants, no `386` for `amd64`.
+    pub fn is_served_strictly_by(&self, available: &Platform) -> bool {
         self.os == available.os
             && self.architecture == available.architecture
-            && (self.variant.is_none()
-                || self.normalised_variant() == available.normalised_variant())
+            && self.variant == available.variant
+            && self.os_version_served_by(available)
     }
 
-    /// Reads `{os, architecture, variant}` as OCI indexes and image configs write it.
+    /// True for the attestation entries of an index (`unknown/unknown`), which no node runs.
+    pub fn is_attestation(&self) -> bool {
+        self.os == "unknown" || self.architecture == "unknown"
+    }
+
+    /// A build-specific requirement (`windows(10.0.17763)`) is served by images of that build
+    /// (`10.0.17763.xxxx`) or of none.
+    fn os_version_served_by(&self, available: &Platform) -> bool {
+        match (&self.os_version, &available.os_version) {
+            (Some(wanted), Some(offered)) => {
+                offered == wanted
+                    || offered.starts_with(&format!("{wanted}."))
+                    || wanted.starts_with(&format!("{offered}."))
+            }
+            _ => true,
+        }
+    }
+
+    /// The platforms a node of this platform runs, most preferred first: containerd's
+    /// `platformVector`.
+    fn compatible(&self) -> Vec<Platform> {
+        let variant_number = |prefix: &str| {
+            self.variant
+                .as_deref()
+                .unwrap_or(prefix)
+                .trim_start_matches('v')
+                .parse::<u32>()
+                .ok()
+        };
+        let mut vector = vec![self.clone()];
+        let with = |architecture: &str, variant: String| {
+            Platform::new(&self.os, architecture, Some(&variant), None)
+        };
+        match self.architecture.as_str() {
+            "amd64" => {
+                let level = variant_number("v1").unwrap_or(1);
+                vector.extend((1..level).rev().map(|v| with("amd64", format!("v{v}"))));
+                vector.push(with("386", String::new()));
+            }
+            "arm" => {
+                if let Some(version) = variant_number("v7").filter(|v| *v > 5) {
+                    vector.extend((5..version).rev().map(|v| with("arm", format!("v{v}"))));
+                }
+            }
+            "arm64" => vector.extend(self.arm64_compatible()),
+            _ => {}
+        }
+        vector
+    }
+
+    /// `arm64/v9.x` runs `v9.{x-1..0}` and `v8.{x+5..0}`; `arm64/v8.x` runs `v8.{x-1..0}`; both
+    /// run `arm/v8` to `arm/v5`.
+    fn arm64_compatible(&self) -> Vec<Platform> {
+        let variant = self.variant.as_deref().unwrap_or("v8");
+        let (major, minor) = match variant.trim_start_matches('v').split_once('.') {
+            Some((major, minor)) => (major.parse::<u32>().ok(), minor.parse::<u32>().unwrap_or(0)),
+            None => (variant.trim_start_matches('v').parse::<u32>().ok(), 0),
+        };
+        let with = |variant: String| Platform::new(&self.os, "arm64", Some(&variant), None);
+        let named = |major: u32, minor: u32| {
+            if minor == 0 {
+                format!("v{major}")
+            } else {
+                format!("v{major}.{minor}")
+            }
+        };
+        let mut vector = Vec::new();
+        let Some(mut major) = major.filter(|m| *m >= 8) else {
+            return vector;
+        };
+        let mut minor = minor;
+        if major == 9 {
+            vector.extend((0..minor).rev().map(|m| with(named(9, m))));
+            minor += 5;
+            major = 8;
+            vector.push(with(format!("v8.{minor}")));
+        }
+        vector.extend((0..minor).rev().map(|m| with(named(major, m))));
+        vector.extend(Platform::new(&self.os, "arm", Some("v8"), None).compatible());
+        vector
+    }
+
+    /// Reads `{os, architecture, variant, os.version}` as OCI indexes and image configs write it.
     pub fn from_json(value: &Value) -> Option<Self> {
         let os = value["os"].as_str()?;
         let architecture = value["architecture"].as_str()?;
-        Some(Platform::new(os, architecture, value["variant"].as_str()))
+        Some(Platform::new(
+            os,
+            architecture,
+            value["variant"].as_str(),
+            value["os.version"].as_str(),
+        ))
+    }
+}
+
+/// containerd's `normalizeArch`, with `arm64/v8.0` as `arm64` and `arm64/v9.0` as `arm64/v9`.
+fn normalize_arch(architecture: &str, variant: &str) -> (String, String) {
+    let (architecture, variant) = (
+        architecture.to_ascii_lowercase(),
+        variant.to_ascii_lowercase(),
+    );
+    match architecture.as_str() {
+        "i386" => ("386".into(), String::new()),
+        "x86_64" | "x86-64" | "amd64" => {
+            let variant = if variant == "v1" {
+                String::new()
+            } else {
+                variant
+            };
+            ("amd64".into(), variant)
+        }
+        "aarch64" | "arm64" => {
+            let variant = match variant.as_str() {
+                "8" | "v8" | "v8.0" => String::new(),
+                "9" | "9.0" | "v9.0" => "v9".into(),
+                _ => variant,
+            };
+            ("arm64".into(), variant)
+        }
+        "armhf" => ("arm".into(), "v7".into()),
+        "armel" => ("arm".into(), "v6".into()),
+        "arm" => {
+            let variant = match variant.as_str() {
+                "" | "7" => "v7".into(),
+                "5" | "6" | "8" => format!("v{variant}"),
+                _ => variant,
+            };
+            ("arm".into(), variant)
+        }
+        _ => (architecture, variant),
     }
 }
 
 impl fmt::Display for Platform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
+        f.write_str(&self.os)?;
+        if let Some(version) = &self.os_version {
+            write!(f, "({version})")?;
+        }
+        write!(f, "/{}", self.architecture)?;
         if let Some(variant) = &self.variant {
             write!(f, "/{variant}")?;
         }
@@ -101,7 +261,7 @@ impl fmt::Display for PlatformError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:?} is not os/architecture[/variant], e.g. linux/arm64/v8",
+            "{:?} is not os[(os.version)]/architecture[/variant], e.g. linux/arm64/v8 or windows(10.0.17763)/amd64",
             self.entry
         )
     }
@@ -159,53 +319,26 @@ impl Requirement {
     }
 }
 
-/// Keeps the platforms a pod can land on given its `nodeSelector` on `kubernetes.io/os` and
-/// `kubernetes.io/arch`.
-pub fn restrict_to_node_selector(
-    platforms: Vec<Platform>,
-    selector: &BTreeMap<String, String>,
-) -> Vec<Platform> {
-    let os = selector.get("kubernetes.io/os");
-    let arch = selector.get("kubernetes.io/arch");
-    platforms
-        .into_iter()
-        .filter(|p| {
-            os.is_none_or(|os| *os == p.os) && arch.is_none_or(|arch| *arch == p.architecture)
-        })
-        .collect()
+/// One entry of an index: its platform when the index says it, and its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// `platform`, when present.
+    pub platform: Option<Platform>,
+    /// The entry's manifest digest, to read its config when the platform is not given.
+    pub digest: String,
 }
 
-/// The `kubernetes.io/os` / `kubernetes.io/arch` platforms of a `NodeList`, de-duplicated.
-pub fn node_platforms(list: &Value) -> Vec<Platform> {
-    let mut platforms: Vec<Platform> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|node| {
-            let labels = &node["metadata"]["labels"];
-            let info = &node["status"]["nodeInfo"];
-            let os = labels["kubernetes.io/os"]
-                .as_str()
-                .or(info["operatingSystem"].as_str())?;
-            let arch = labels["kubernetes.io/arch"]
-                .as_str()
-                .or(info["architecture"].as_str())?;
-            Some(Platform::new(os, arch, None))
-        })
-        .collect();
-    platforms.sort();
-    platforms.dedup();
-    platforms
-}
-
-/// The platforms an index or manifest list serves; `None` for a single image manifest, whose
+/// The entries of an index or manifest list; `None` for a single image manifest, whose
 /// platform is in its config.
-pub fn index_platforms(manifest: &Value) -> Option<Vec<Platform>> {
+pub fn index_entries(manifest: &Value) -> Option<Vec<IndexEntry>> {
     let manifests = manifest["manifests"].as_array()?;
     Some(
         manifests
             .iter()
-            .filter_map(|m| Platform::from_json(&m["platform"]))
+            .map(|m| IndexEntry {
+                platform: m.get("platform").and_then(Platform::from_json),
+                digest: m["digest"].as_str().unwrap_or_default().to_owned(),
+            })
             .collect(),
     )
 }
@@ -234,8 +367,10 @@ pub struct PlatformChecker<'a, H: Host> {
     requirement: &'a Requirement,
     host: &'a H,
     budget: &'a Budget,
-    cluster: Option<Vec<Platform>>,
+    nodes: Option<Vec<Node>>,
     available: BTreeMap<String, Result<Vec<Platform>, Failure>>,
+    /// Why some pods' platforms were not checked (they fit no node).
+    pub notes: Vec<String>,
 }
 
 impl<'a, H: Host> PlatformChecker<'a, H> {
@@ -245,30 +380,25 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
             requirement,
             host,
             budget,
-            cluster: None,
+            nodes: None,
             available: BTreeMap::new(),
+            notes: Vec::new(),
         }
     }
 
-    /// The failure of an image found at `location` with `digest`, if a required platform is
-    /// missing or the platforms could not be read.
+    /// The failure of an image found at `location` with `digest` for pods placed as
+    /// `placement` says, if a platform they can land on has no manifest, or the platforms could
+    /// not be read.
     pub fn check(
         &mut self,
         location: &ImageReference,
         digest: &str,
-        node_selector: Option<&BTreeMap<String, String>>,
+        placement: &Placement<'_>,
     ) -> Option<Failure> {
-        let requirement = self.requirement;
-        if requirement.is_empty() {
+        if self.requirement.is_empty() {
             return None;
         }
-        let mut required = requirement.platforms.clone();
-        if requirement.cluster {
-            required.extend(self.cluster_platforms());
-        }
-        if let Some(selector) = node_selector {
-            required = restrict_to_node_selector(required, selector);
-        }
+        let required = self.required(placement);
         if required.is_empty() {
             return None;
         }
@@ -276,70 +406,128 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
         let available = match self.available.get(&at) {
             Some(cached) => cached.clone(),
             None => {
-                let read = self.read_platforms(&at);
+                let read = self.read_platforms(location, &at);
                 self.available.insert(at, read.clone());
                 read
             }
         };
-        match available {
-            Err(failure) => Some(failure),
-            Ok(available) => {
-                let missing = missing(&required, &available);
-                (!missing.is_empty()).then(|| {
-                    Failure::new(
-                        FailureKind::MissingPlatform,
-                        format!(
-                            "no manifest for {}; the image has {}",
-                            list(&missing),
-                            list(&available)
-                        ),
-                    )
-                })
-            }
-        }
+        let available = match available {
+            Err(failure) => return Some(failure),
+            Ok(available) => available,
+        };
+        let missing = missing(&required, &available);
+        (!missing.is_empty()).then(|| {
+            Failure::new(
+                FailureKind::MissingPlatform,
+                format!(
+                    "no manifest for {}; the image has {}",
+                    list(&missing),
+                    list(&available)
+                ),
+            )
+        })
     }
 
-    /// The platforms of the cluster's Nodes, listed once per request.
-    fn cluster_platforms(&mut self) -> Vec<Platform> {
-        let host = self.host;
-        self.cluster
-            .get_or_insert_with(|| {
-                let request = ListAllRequest {
-                    api_version: "v1".into(),
-                    kind: "Node".into(),
-                    label_selector: None,
-                    field_selector: None,
-                    field_masks: Some(vec!["metadata.labels".into(), "status.nodeInfo".into()]),
-                };
-                host.list_resources_all(&request)
-                    .map(|list| node_platforms(&list))
-                    .unwrap_or_default()
+    /// The platforms pods placed as `placement` can run on: the named ones their node
+    /// selection allows, and (for `cluster`) those of the Nodes they fit.
+    fn required(&mut self, placement: &Placement<'_>) -> Vec<Platform> {
+        let mut required: Vec<Platform> = self
+            .requirement
+            .platforms
+            .iter()
+            .filter(|p| {
+                let labels = BTreeMap::from([
+                    ("kubernetes.io/os".to_owned(), p.os.clone()),
+                    ("kubernetes.io/arch".to_owned(), p.architecture.clone()),
+                ]);
+                placement.may_fit_labels(&labels)
             })
-            .clone()
+            .cloned()
+            .collect();
+        if self.requirement.cluster {
+            let nodes = self.nodes();
+            let any_node = !nodes.is_empty();
+            let fitting: Vec<Platform> = nodes
+                .iter()
+                .filter(|n| placement.fits(n))
+                .map(|n| n.platform.clone())
+                .collect();
+            if any_node && fitting.is_empty() {
+                let note = "the pod fits no Node of the cluster (nodeSelector, node affinity, taints); the cluster's platforms were not required of its images".to_owned();
+                if !self.notes.contains(&note) {
+                    self.notes.push(note);
+                }
+            }
+            required.extend(fitting);
+        }
+        required.sort();
+        required.dedup();
+        required
     }
 
-    /// An index's platforms, or a single manifest's from its config.
-    fn read_platforms(&self, at: &str) -> Result<Vec<Platform>, Failure> {
+    /// The cluster's Nodes, listed once per request.
+    fn nodes(&mut self) -> &[Node] {
+        let host = self.host;
+        self.nodes.get_or_insert_with(|| {
+            let request = ListAllRequest {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                label_selector: None,
+                field_selector: None,
+                field_masks: Some(NODE_FIELDS.iter().map(|f| (*f).to_owned()).collect()),
+            };
+            host.list_resources_all(&request)
+                .map(|list| nodes_of(&list))
+                .unwrap_or_default()
+        })
+    }
+
+    /// An index's platforms (an entry without one judged by its config), or a single
+    /// manifest's from its config; attestations are left out.
+    fn read_platforms(
+        &self,
+        location: &ImageReference,
+        at: &str,
+    ) -> Result<Vec<Platform>, Failure> {
+        let manifest = self.call(|host| host.oci_manifest(at))?;
+        let Some(entries) = index_entries(&manifest) else {
+            return Ok(self.config_platform(at)?.into_iter().collect());
+        };
+        let mut platforms = Vec::new();
+        for entry in entries {
+            let platform = match entry.platform {
+                Some(platform) => Some(platform),
+                None if !entry.digest.is_empty() => {
+                    self.config_platform(&format!("{}@{}", location.name(), entry.digest))?
+                }
+                None => None,
+            };
+            platforms.extend(platform.filter(|p| !p.is_attestation()));
+        }
+        platforms.dedup();
+        Ok(platforms)
+    }
+
+    /// The platform in the config of the image manifest at `at`.
+    fn config_platform(&self, at: &str) -> Result<Option<Platform>, Failure> {
+        let answer = self.call(|host| host.oci_manifest_config(at))?;
+        Ok(Platform::from_json(&answer["config"]))
+    }
+
+    /// One host call within the budget.
+    fn call(&self, call: impl FnOnce(&H) -> Result<Value, HostError>) -> Result<Value, Failure> {
         let (budget, host) = (self.budget, self.host);
         if !budget.can_start(host) {
             return Err(budget.not_checked(host));
         }
-        let manifest = budget
-            .measure(host, || host.oci_manifest(at))
-            .map_err(|e| e.failure())?;
-        if let Some(platforms) = index_platforms(&manifest) {
-            return Ok(platforms);
-        }
-        let answer = budget
-            .measure(host, || host.oci_manifest_config(at))
-            .map_err(|e| e.failure())?;
-        Ok(Platform::from_json(&answer["config"]).into_iter().collect())
+        budget.measure(host, || call(host)).map_err(|e| e.failure())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::InMemoryHost;
     use serde_json::json;
 
     fn p(text: &str) -> Platform {
@@ -347,9 +535,16 @@ mod tests {
     }
 
     #[test]
-    fn parses_and_prints() {
-        assert_eq!(p("linux/arm64/v8").to_string(), "linux/arm64/v8");
+    fn parses_normalises_and_prints() {
+        assert_eq!(p("linux/arm64/v8").to_string(), "linux/arm64");
+        assert_eq!(p("linux/arm").to_string(), "linux/arm/v7");
+        assert_eq!(p("linux/aarch64").to_string(), "linux/arm64");
+        assert_eq!(p("linux/x86_64/v1").to_string(), "linux/amd64");
         assert_eq!(p("linux/amd64").variant, None);
+        assert_eq!(
+            p("windows(10.0.17763)/amd64").to_string(),
+            "windows(10.0.17763)/amd64"
+        );
         for bad in [
             "linux",
             "linux/",
@@ -357,55 +552,284 @@ mod tests {
             "linux/arm64/v8/x",
             "linux amd64",
             "",
+            "windows(/amd64",
+            "windows()/amd64",
         ] {
             assert!(Platform::parse(bad).is_err(), "{bad}");
         }
     }
 
-    #[test]
-    fn variants_match_as_containerd_normalises_them() {
-        assert!(p("linux/arm64").is_served_by(&p("linux/arm64/v8")));
-        assert!(p("linux/arm64/v8").is_served_by(&p("linux/arm64")));
-        assert!(!p("linux/arm/v7").is_served_by(&p("linux/arm/v6")));
-        assert!(p("linux/arm/v7").is_served_by(&p("linux/arm")));
-        assert!(p("linux/amd64").is_served_by(&p("linux/amd64/v3")));
-        assert!(!p("linux/amd64").is_served_by(&p("windows/amd64")));
-        assert!(!p("linux/arm64").is_served_by(&p("linux/amd64")));
+    /// A node platform, the image platforms it runs, and those it does not.
+    type MatchCase = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+
+    /// containerd/platforms `compare_test.go`, `TestOnly`: what a node of each platform runs.
+    #[rustfmt::skip]
+    const ONLY: [MatchCase; 12] = [
+            (
+                "linux/amd64",
+                &["linux/amd64", "linux/386"],
+                &[
+                    "linux/amd64/v2",
+                    "linux/arm/v7",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/amd64/v2",
+                &[
+                    "linux/amd64",
+                    "linux/amd64/v1",
+                    "linux/amd64/v2",
+                    "linux/386",
+                ],
+                &[
+                    "linux/amd64/v3",
+                    "linux/amd64/v4",
+                    "linux/arm/v7",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/386",
+                &["linux/386"],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v7",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "windows/amd64",
+                &["windows/amd64", "windows(10.0.17763)/amd64"],
+                &["linux/amd64", "linux/arm/v7", "linux/arm64", "windows/arm"],
+            ),
+            (
+                "linux/arm/v8",
+                &[
+                    "linux/arm",
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                ],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v4",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm/v7",
+                &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7"],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v4",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm/v6",
+                &["linux/arm/v5", "linux/arm/v6"],
+                &[
+                    "linux/amd64",
+                    "linux/arm",
+                    "linux/arm/v4",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm/v5",
+                &["linux/arm/v5"],
+                &[
+                    "linux/amd64",
+                    "linux/arm",
+                    "linux/arm/v4",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm/v4",
+                &["linux/arm/v4"],
+                &[
+                    "linux/amd64",
+                    "linux/arm",
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm64/v9",
+                &[
+                    "linux/arm",
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "linux/arm64/v8",
+                    "linux/arm64/v8.1",
+                    "linux/arm64/v8.2",
+                    "linux/arm64/v8.3",
+                    "linux/arm64/v8.4",
+                    "linux/arm64/v8.5",
+                    "linux/arm64/v9",
+                    "linux/arm64/v9.0",
+                ],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v4",
+                    "windows/amd64",
+                    "windows/arm",
+                    "linux/arm64/v8.6",
+                ],
+            ),
+            (
+                "linux/arm64/v8.1",
+                &[
+                    "linux/arm",
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "linux/arm64/v8",
+                    "linux/arm64/v8.1",
+                ],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v4",
+                    "linux/arm/v9",
+                    "linux/arm64/v9",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+            (
+                "linux/arm64",
+                &[
+                    "linux/arm",
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v7",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                    "linux/arm64/v8",
+                ],
+                &[
+                    "linux/amd64",
+                    "linux/arm/v4",
+                    "linux/arm/v9",
+                    "linux/arm64/v9",
+                    "windows/amd64",
+                    "windows/arm",
+                ],
+            ),
+        ];
+
+    /// containerd/platforms `compare_test.go`, `TestOnlyStrict`, condensed.
+    #[rustfmt::skip]
+    const ONLY_STRICT: [MatchCase; 5] = [
+            (
+                "linux/amd64",
+                &["linux/amd64"],
+                &["linux/386", "linux/arm/v7", "linux/arm64", "windows/amd64"],
+            ),
+            (
+                "windows(10.0.17763)/amd64",
+                &["windows/amd64", "windows(10.0.17763)/amd64"],
+                &["linux/amd64", "windows/arm"],
+            ),
+            (
+                "linux/arm/v7",
+                &["linux/arm", "linux/arm/v7"],
+                &[
+                    "linux/arm/v5",
+                    "linux/arm/v6",
+                    "linux/arm/v8",
+                    "linux/arm64",
+                ],
+            ),
+            (
+                "linux/arm64/v9",
+                &["linux/arm64/v9", "linux/arm64/v9.0"],
+                &["linux/arm/v8", "linux/arm64/v8", "linux/arm64/v8.1"],
+            ),
+            (
+                "linux/arm64",
+                &["linux/arm64", "linux/arm64/v8"],
+                &["linux/arm", "linux/arm/v8", "linux/arm64/v9"],
+            ),
+        ];
+
+    fn assert_matches(
+        cases: &[MatchCase],
+        name: &str,
+        matches: impl Fn(&Platform, &Platform) -> bool,
+    ) {
+        for (node, runs, refuses) in cases {
+            for image in *runs {
+                assert!(
+                    matches(&p(node), &p(image)),
+                    "{name}({node}) should match {image}"
+                );
+            }
+            for image in *refuses {
+                assert!(
+                    !matches(&p(node), &p(image)),
+                    "{name}({node}) should not match {image}"
+                );
+            }
+        }
     }
 
     #[test]
-    fn indexes_list_their_platforms_and_missing_ones_are_named() {
-        let index = json!({"manifests": [
-            {"platform": {"os": "linux", "architecture": "amd64"}},
-            {"platform": {"os": "linux", "architecture": "arm", "variant": "v6"}},
-            {"platform": {"os": "unknown", "architecture": "unknown"}},
-            {"mediaType": "attestation without platform"}]});
-        let available = index_platforms(&index).unwrap();
-        assert_eq!(
-            list(&available),
-            "linux/amd64, linux/arm/v6, unknown/unknown"
-        );
-        let required = [p("linux/amd64"), p("linux/arm64"), p("linux/arm/v7")];
-        assert_eq!(
-            list(&missing(&required, &available)),
-            "linux/arm64, linux/arm/v7"
-        );
-        assert_eq!(index_platforms(&json!({"config": {}})), None);
+    fn only_matches_as_containerd_does() {
+        assert_matches(&ONLY, "Only", Platform::is_served_by);
     }
 
     #[test]
-    fn cluster_platforms_come_from_node_labels_and_node_selectors_narrow_them() {
-        let nodes = json!({"items": [
-            {"metadata": {"labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}}},
-            {"metadata": {"labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}}},
-            {"metadata": {"labels": {}}, "status": {"nodeInfo": {"operatingSystem": "linux", "architecture": "arm64"}}},
-            {"metadata": {}}]});
-        let platforms = node_platforms(&nodes);
-        assert_eq!(list(&platforms), "linux/amd64, linux/arm64");
-        let selector = BTreeMap::from([("kubernetes.io/arch".to_owned(), "arm64".to_owned())]);
-        assert_eq!(
-            list(&restrict_to_node_selector(platforms, &selector)),
-            "linux/arm64"
+    fn only_strict_matches_as_containerd_does() {
+        assert_matches(&ONLY_STRICT, "OnlyStrict", Platform::is_served_strictly_by);
+    }
+
+    #[test]
+    fn windows_builds_must_match_when_the_node_names_one() {
+        let node = p("windows(10.0.17763)/amd64");
+        let image = |version: &str| Platform::new("windows", "amd64", None, Some(version));
+        assert!(node.is_served_by(&image("10.0.17763.5830")));
+        assert!(!node.is_served_by(&image("10.0.20348.2113")));
+        assert!(
+            node.is_served_by(&p("windows/amd64")),
+            "an image without a build runs anywhere"
         );
     }
 
@@ -421,5 +845,132 @@ mod tests {
             1
         );
         assert!(Requirement::parse(&[]).unwrap().is_empty());
+    }
+
+    const IMAGE: &str = "r.io/app";
+    const SHA: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn check(host: &InMemoryHost, required: &[&str], placement: &Placement<'_>) -> Option<Failure> {
+        let entries: Vec<String> = required.iter().map(|s| (*s).to_owned()).collect();
+        let requirement = Requirement::parse(&entries).unwrap();
+        let budget = Budget::start(host, std::time::Duration::from_secs(1));
+        let mut checker = PlatformChecker::new(&requirement, host, &budget);
+        checker.check(
+            &ImageReference::parse(&format!("{IMAGE}:1")).unwrap(),
+            SHA,
+            placement,
+        )
+    }
+
+    fn unplaced<'a>(selector: &'a BTreeMap<String, String>, null: &'a Value) -> Placement<'a> {
+        Placement {
+            node_selector: selector,
+            affinity: null,
+            tolerations: null,
+            daemon_set: false,
+        }
+    }
+
+    #[test]
+    fn entries_without_a_platform_are_judged_by_their_config_and_attestations_left_out() {
+        let child = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let host = InMemoryHost::new()
+            .with_manifest(&format!("{IMAGE}@{SHA}"), json!({"manifests": [
+                {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64", "variant": "v3"}},
+                {"digest": child},
+                {"digest": "sha256:cc", "platform": {"os": "unknown", "architecture": "unknown"}}]}))
+            .with_manifest(&format!("{IMAGE}@{child}"), json!({"config": {}}))
+            .with_config(&format!("{IMAGE}@{child}"), json!({"os": "linux", "architecture": "arm", "variant": "v6"}));
+        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let placement = unplaced(&selector, &null);
+        assert_eq!(
+            check(
+                &host,
+                &["linux/arm/v7", "linux/arm64", "linux/amd64/v4"],
+                &placement
+            ),
+            None,
+            "arm/v7 and arm64 nodes run arm/v6; amd64/v4 nodes run v3"
+        );
+        let failure = check(&host, &["linux/amd64"], &placement).unwrap();
+        assert_eq!(
+            failure.detail,
+            "no manifest for linux/amd64; the image has linux/amd64/v3, linux/arm/v6",
+            "a baseline amd64 node cannot run a v3-only image"
+        );
+    }
+
+    #[test]
+    fn named_platforms_are_narrowed_by_the_pods_node_selection() {
+        let host = InMemoryHost::new().with_manifest(
+            &format!("{IMAGE}@{SHA}"),
+            json!({"manifests": [
+                {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}}]}),
+        );
+        let null = Value::Null;
+        let arm = BTreeMap::from([("kubernetes.io/arch".to_owned(), "amd64".to_owned())]);
+        assert_eq!(
+            check(
+                &host,
+                &["linux/amd64", "linux/arm64"],
+                &unplaced(&arm, &null)
+            ),
+            None
+        );
+        let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]},
+                {"key": "pool", "operator": "In", "values": ["general"]}]}]}}});
+        let empty = BTreeMap::new();
+        let placement = Placement {
+            node_selector: &empty,
+            affinity: &affinity,
+            tolerations: &null,
+            daemon_set: false,
+        };
+        assert_eq!(
+            check(&host, &["linux/amd64", "linux/arm64"], &placement),
+            None,
+            "labels a named platform does not have are not judged"
+        );
+        assert!(check(
+            &host,
+            &["linux/amd64", "linux/arm64"],
+            &unplaced(&empty, &null)
+        )
+        .is_some());
+    }
+
+    #[test]
+    fn cluster_platforms_are_those_of_the_nodes_the_pod_fits() {
+        let nodes = json!({"items": [
+            {"metadata": {"name": "a", "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}}},
+            {"metadata": {"name": "b", "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}},
+             "spec": {"taints": [{"key": "kubernetes.io/arch", "value": "arm64", "effect": "NoSchedule"}]}}]});
+        let host = InMemoryHost::new().with_nodes(nodes).with_manifest(
+            &format!("{IMAGE}@{SHA}"),
+            json!({"manifests": [
+                {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}}]}),
+        );
+        let (empty, null) = (BTreeMap::new(), Value::Null);
+        assert_eq!(
+            check(&host, &["cluster"], &unplaced(&empty, &null)),
+            None,
+            "the tainted arm64 pool never runs it"
+        );
+        let tolerations = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
+        let tolerant = Placement {
+            node_selector: &empty,
+            affinity: &null,
+            tolerations: &tolerations,
+            daemon_set: false,
+        };
+        let failure = check(&host, &["cluster"], &tolerant).unwrap();
+        assert!(
+            failure.detail.starts_with("no manifest for linux/arm64"),
+            "{}",
+            failure.detail
+        );
+        assert!(host.calls().iter().any(|c| c == "list Node"));
     }
 }

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::reference::ImageReference;
+use crate::scheduling::Placement;
 
 /// The kinds whose pods the kubelet will start, and so whose images must be pullable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +199,8 @@ pub struct PodSpecView {
     /// True for a Pod, which the ServiceAccount admission plugin has already completed: its
     /// `imagePullSecrets` are final. False for templates.
     pub admitted_pod: bool,
+    /// True for a DaemonSet's template, whose pods get the controller's tolerations.
+    pub daemon_set: bool,
 }
 
 impl PodSpecView {
@@ -214,6 +217,16 @@ impl PodSpecView {
         &self,
     ) -> (&std::collections::BTreeMap<String, String>, &Value, &Value) {
         (&self.node_selector, &self.affinity, &self.tolerations)
+    }
+
+    /// How the scheduler places the pods.
+    pub fn placement(&self) -> Placement<'_> {
+        Placement {
+            node_selector: &self.node_selector,
+            affinity: &self.affinity,
+            tolerations: &self.tolerations,
+            daemon_set: self.daemon_set,
+        }
     }
 }
 
@@ -272,6 +285,7 @@ where
 pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
     let mut spec = read_pod_spec_at(kind.pod_spec_pointer(), object)?;
     spec.admitted_pod = kind == WorkloadKind::Pod;
+    spec.daemon_set = kind == WorkloadKind::DaemonSet;
     Ok(spec)
 }
 
@@ -324,6 +338,7 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
         affinity: spec.affinity,
         tolerations: spec.tolerations,
         admitted_pod: false,
+        daemon_set: false,
     })
 }
 

@@ -98,13 +98,14 @@ fn index(platforms: &[(&str, &str, Option<&str>)]) -> Value {
     json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests})
 }
 
-/// APP is a multi-platform index without arm64; MIGRATE a single amd64 manifest; BUSYBOX has both.
+/// APP is a multi-platform index without arm64 (and without arm, which arm64 nodes also run);
+/// MIGRATE a single amd64 manifest; BUSYBOX has both.
 fn platform_registry() -> InMemoryHost {
     cluster()
         .with_digest(APP, INDEX)
         .with_manifest(
             &format!("registry.example.com/team/app@{INDEX}"),
-            index(&[("linux", "amd64", None), ("linux", "arm", Some("v7"))]),
+            index(&[("linux", "amd64", None), ("linux", "ppc64le", None)]),
         )
         .with_digest(MIGRATE, SINGLE)
         .with_manifest(
@@ -133,7 +134,7 @@ fn an_index_missing_a_required_platform_is_rejected_naming_what_exists() {
     assert_eq!(response["accepted"], false);
     let message = message(&response);
     assert!(message.contains(
-        "container \"app\" image \"registry.example.com/team/app:1.4.2\": no manifest for a required platform on registry registry.example.com: no manifest for linux/arm64; the image has linux/amd64, linux/arm/v7"
+        "container \"app\" image \"registry.example.com/team/app:1.4.2\": no manifest for a required platform on registry registry.example.com: no manifest for linux/arm64; the image has linux/amd64, linux/ppc64le"
     ), "{message}");
     assert!(
         message.contains("init container \"init-schema\""),
