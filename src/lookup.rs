@@ -321,8 +321,10 @@ pub fn chain_result(
             Err(failure) => failures.push((location, failure)),
         }
     }
+    // What is least certain wins: a location that was not asked (or could not answer) might
+    // have had the image.
     let rank = |kind: FailureKind| match kind {
-        FailureKind::Unreachable => 0,
+        FailureKind::Unreachable | FailureKind::NotLookedUp => 0,
         FailureKind::HostRefused => 1,
         FailureKind::Unauthorized => 2,
         _ => 3,
@@ -431,5 +433,26 @@ mod tests {
             panic!("expected a failure");
         };
         assert_eq!(failure, Failure::new(FailureKind::Unauthorized, "401"));
+    }
+
+    #[test]
+    fn a_location_not_asked_keeps_the_chain_uncertain() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        for order in [[true, false], [false, true]] {
+            let chain: Vec<Location> = order
+                .iter()
+                .map(|&mirror_first| chain[usize::from(!mirror_first)].clone())
+                .collect();
+            let Err(failure) = chain_result(&chain, |r| {
+                if r.registry() == "m.local" {
+                    failed(FailureKind::NotLookedUp, "not in lookupRegistries")
+                } else {
+                    failed(FailureKind::Absent, "manifest unknown")
+                }
+            }) else {
+                panic!("expected a failure");
+            };
+            assert_eq!(failure.kind, FailureKind::NotLookedUp, "{order:?}");
+        }
     }
 }
