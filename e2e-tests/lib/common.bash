@@ -26,6 +26,8 @@ source "$E2E_DIR/lib/fixtures.bash"
 source "$E2E_DIR/lib/policy.bash"
 # shellcheck source=e2e-tests/lib/scenario.bash
 source "$E2E_DIR/lib/scenario.bash"
+# shellcheck source=e2e-tests/lib/sessions.bash
+source "$E2E_DIR/lib/sessions.bash"
 
 # e2e_workdir: the scratch directory of this run. Bats gives each file its own, which it
 # removes; scripts set E2E_WORK themselves (see demo.sh).

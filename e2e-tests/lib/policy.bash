@@ -118,3 +118,36 @@ assert_warning_contains() {
 response_summary() {
   jq -c '{allowed, message: .status.message, code: .status.code, warnings: (.warnings // [])}' <<<"$1"
 }
+
+# response_patch: the JSONPatch of the response in $output, decoded (base64 -> JSON), or
+# nothing when the response has no patch.
+response_patch() {
+  jq -r '.patch // empty' <<<"$output" | base64 -d
+}
+
+# assert_patch_is JSON: the response is a JSONPatch whose operations are exactly those of
+# JSON (an array of {op, path, value}), in any order.
+assert_patch_is() {
+  [[ "$(jq -r '.patchType // ""' <<<"$output")" == JSONPatch ]] || _fail_with "expected patchType JSONPatch" || return 1
+  local patch
+  patch=$(response_patch) || _fail_with "the patch is not base64" || return 1
+  jq -e -n --argjson got "$patch" --argjson want "$1" '($got | sort_by(.path)) == ($want | sort_by(.path))' >/dev/null ||
+    _fail_with "patch differs; expected $(jq -c . <<<"$1"), got $patch"
+}
+
+# assert_no_patch: the response does not mutate (neither patchType nor patch).
+assert_no_patch() {
+  jq -e '(has("patch") | not) and (has("patchType") | not)' <<<"$output" >/dev/null ||
+    _fail_with "expected no patch"
+}
+
+# assert_annotation_is KEY VALUE: auditAnnotations[KEY] is exactly VALUE.
+assert_annotation_is() {
+  [[ "$(jq -r --arg k "$1" '(.auditAnnotations // {})[$k] // ""' <<<"$output")" == "$2" ]] ||
+    _fail_with "expected auditAnnotations[\"$1\"] = $2"
+}
+
+# assert_no_annotations: no audit annotation at all.
+assert_no_annotations() {
+  [[ "$(jq -c '.auditAnnotations // {}' <<<"$output")" == "{}" ]] || _fail_with "expected no auditAnnotations"
+}
