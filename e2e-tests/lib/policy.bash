@@ -1,18 +1,28 @@
 # shellcheck shell=bash
-# Running the policy in the test host and asserting on its AdmissionResponse
+# Running the policy in the test host (or kwctl) and asserting on its AdmissionResponse
 # ({uid, allowed, status: {message, code}, warnings: [...]}). The assertions read bats'
 # $output, so call the host with `run --separate-stderr policy_run ...` (host logs stay out).
 
-# host_ready: true when the test host and the policy are built. Outside CI a missing build
-# skips the scenarios; in CI (CI=true) it is an error, so a broken build cannot pass as skips.
+# on_kwctl: true when this run evaluates the policy with kwctl (E2E_HOST=kwctl).
+on_kwctl() { [[ "$E2E_HOST" == kwctl ]]; }
+
+# host_ready: true when the host of this run (the test host, or kwctl) and the policy are
+# built. Outside CI a missing build skips the scenarios; in CI (CI=true) it is an error, so a
+# broken build cannot pass as skips.
 host_ready() {
-  [[ -x "$POLICY_HOST" && -f "$POLICY_WASM" ]]
+  [[ -f "$POLICY_WASM" ]] || return 1
+  if on_kwctl; then
+    [[ -n "$KWCTL" && -x "$KWCTL" ]]
+  else
+    [[ -x "$POLICY_HOST" ]]
+  fi
 }
 
 # require_host: in bats `setup`: skip (or fail in CI) when the host or the policy is missing.
 require_host() {
   host_ready && return 0
   local why="policy-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build e2e-tests/host"
+  on_kwctl && why="E2E_HOST=kwctl needs KWCTL, an executable kwctl (KWCTL='$KWCTL'), and the policy ($POLICY_WASM)"
   if [[ "${CI:-}" == true ]]; then
     echo "$why" >&2
     return 1
@@ -20,8 +30,51 @@ require_host() {
   skip "$why"
 }
 
+# skip_on_kwctl REASON: in a test, before its first policy_run: skips the test on kwctl, for
+# what only the test host can do (REASON says what). policy_run refuses the test-host-only
+# options on kwctl, so a test that forgets this fails instead of testing something else.
+skip_on_kwctl() {
+  if on_kwctl; then skip "test host only: $1"; fi
+}
+
+# kwctl_exec ARGS...: kwctl, isolated: its own HOME ($E2E_KWCTL_HOME), RUST_BACKTRACE unset
+# (kwctl would print backtraces into host errors), KUBECONFIG only when $KWCTL_KUBECONFIG names
+# one (else Kubernetes reads fail as on a host without a cluster).
+kwctl_exec() {
+  mkdir -p "$E2E_KWCTL_HOME"
+  env -u RUST_BACKTRACE -u KUBECONFIG HOME="$E2E_KWCTL_HOME" \
+    ${KWCTL_KUBECONFIG:+KUBECONFIG="$KWCTL_KUBECONFIG"} "$KWCTL" "$@"
+}
+
+# _kwctl_run_command REQUEST [HOST OPTIONS...]: sets the caller's `cmd` and `KWCTL_KUBECONFIG`
+# to the kwctl run that does what `policy-host run` does with these options. Most flags are
+# kwctl's own; --cluster-dir DIR becomes the fake API server (lib/fake_apiserver.py) serving
+# DIR, named by a kubeconfig; --host-capabilities becomes --allowed-host-capabilities. Options
+# kwctl has no equivalent for fail: the test must call skip_on_kwctl.
+_kwctl_run_command() {
+  local request=$1 cap
+  shift
+  local -a args=() caps=()
+  while (($#)); do
+    case "$1" in
+      --cluster-dir) KWCTL_KUBECONFIG=$(apiserver_serve "$2") || return 1; shift 2 ;;
+      --host-capabilities)
+        [[ -n "$2" ]] || { echo "policy_run: kwctl cannot be given an empty allow-list" >&2; return 1; }
+        IFS=, read -ra caps <<<"$2"
+        for cap in "${caps[@]}"; do args+=("--allowed-host-capabilities=$cap"); done
+        shift 2 ;;
+      --oci-timeout-secs | --enable-resolve-images | -m | --metadata-path | --host-capabilities=*)
+        echo "policy_run: kwctl has no equivalent of $1: the test must call skip_on_kwctl" >&2
+        return 1 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  cmd=(kwctl_exec run "$POLICY_WASM" --request-path "$request" "${args[@]}")
+}
+
 # policy_run REQUEST [HOST OPTIONS...]: evaluates REQUEST with the policy, as a
-# ClusterAdmissionPolicy with its contextAwareResources granted would be. Unless the options
+# ClusterAdmissionPolicy with its contextAwareResources granted would be, on the host of this
+# run (the options are the test host's; see _kwctl_run_command for kwctl). Unless the options
 # say otherwise: default settings (scenarios/defaults.json); the cluster is $E2E_CLUSTER (the
 # namespaces' default ServiceAccounts, see write_cluster_dir); the host's sources.yaml is
 # $E2E_SOURCES (the plain-HTTP test registries marked insecure), since the host, like kwctl,
@@ -45,15 +98,20 @@ policy_run() {
       opts+=(--sources-path "$E2E_SOURCES")
     fi
   fi
+  local -a cmd=("$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}")
+  local KWCTL_KUBECONFIG=""
+  if on_kwctl; then
+    _kwctl_run_command "$request" "${opts[@]}" || return 1
+  fi
   if [[ -z "${E2E_TRANSCRIPT_DIR:-}" ]]; then
-    "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}"
+    "${cmd[@]}"
     return
   fi
   # Keep everything the host printed (answers, warnings, annotations, guest logs) for the
   # suite-wide secret scan in 99-no-leak.bats.
   local out err rc=0
   out=$(mktemp) err=$(mktemp)
-  "$POLICY_HOST" run "$POLICY_WASM" --request-path "$request" "${opts[@]}" >"$out" 2>"$err" || rc=$?
+  "${cmd[@]}" >"$out" 2>"$err" || rc=$?
   cat "$out"
   cat "$err" >&2
   mkdir -p "$E2E_TRANSCRIPT_DIR"
