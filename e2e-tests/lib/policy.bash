@@ -46,6 +46,40 @@ kwctl_exec() {
     ${KWCTL_KUBECONFIG:+KUBECONFIG="$KWCTL_KUBECONFIG"} "$KWCTL" "$@"
 }
 
+# kwctl_trust_config: prints the path of an offline sigstore trust configuration (a
+# ClientTrustConfig with a Fulcio CA, Rekor and CT log keys generated here, no URL that
+# resolves), made once per kwctl HOME. Without one, `kwctl run` first tries to download
+# sigstore's trust root from the internet; an empty one makes live runs fail ("Fulcio
+# certificates not found"). Nothing here is ever verified against it.
+kwctl_trust_config() {
+  local dir="$E2E_KWCTL_HOME/sigstore" ca pub kid
+  if [[ ! -s "$dir/trust-config.json" ]]; then
+    mkdir -p "$dir"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$dir/ca.key" 2>/dev/null &&
+      openssl req -x509 -new -key "$dir/ca.key" -sha256 -days 3650 -subj "/O=e2e/CN=e2e offline fulcio" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -outform DER -out "$dir/ca.der" 2>/dev/null &&
+      openssl ec -in "$dir/ca.key" -pubout -outform DER -out "$dir/pub.der" 2>/dev/null || return 1
+    ca=$(base64 -w0 "$dir/ca.der") pub=$(base64 -w0 "$dir/pub.der")
+    kid=$(openssl dgst -sha256 -binary "$dir/pub.der" | base64 -w0)
+    jq -n --arg ca "$ca" --arg pub "$pub" --arg kid "$kid" '
+      {rawBytes: $pub, keyDetails: "PKIX_ECDSA_P256_SHA_256", validFor: {start: "2020-01-01T00:00:00Z"}} as $key
+      | {mediaType: "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+         trustedRoot: {mediaType: "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+           tlogs: [{baseUrl: "https://rekor.invalid", hashAlgorithm: "SHA2_256", publicKey: $key, logId: {keyId: $kid}}],
+           certificateAuthorities: [{subject: {organization: "e2e", commonName: "e2e offline fulcio"},
+             uri: "https://fulcio.invalid", certChain: {certificates: [{rawBytes: $ca}]},
+             validFor: {start: "2020-01-01T00:00:00Z"}}],
+           ctlogs: [{baseUrl: "https://ctfe.invalid", hashAlgorithm: "SHA2_256", publicKey: $key, logId: {keyId: $kid}}],
+           timestampAuthorities: []},
+         signingConfig: {mediaType: "application/vnd.dev.sigstore.signingconfig.v0.2+json",
+           caUrls: [], oidcUrls: [], rekorTlogUrls: [], tsaUrls: [],
+           rekorTlogConfig: {selector: "ANY"}, tsaConfig: {selector: "ANY"}}}' >"$dir/trust-config.json.tmp" &&
+      mv "$dir/trust-config.json.tmp" "$dir/trust-config.json" || return 1
+  fi
+  printf '%s\n' "$dir/trust-config.json"
+}
+
 # _kwctl_run_command REQUEST [HOST OPTIONS...]: sets the caller's `cmd` and `KWCTL_KUBECONFIG`
 # to the kwctl run that does what `policy-host run` does with these options. Most flags are
 # kwctl's own; --cluster-dir DIR becomes the fake API server (lib/fake_apiserver.py) serving
@@ -69,7 +103,9 @@ _kwctl_run_command() {
       *) args+=("$1"); shift ;;
     esac
   done
-  cmd=(kwctl_exec run "$POLICY_WASM" --request-path "$request" "${args[@]}")
+  local trust
+  trust=$(kwctl_trust_config) || { echo "policy_run: could not write the sigstore trust config" >&2; return 1; }
+  cmd=(kwctl_exec run "$POLICY_WASM" --sigstore-trust-config "$trust" --request-path "$request" "${args[@]}")
 }
 
 # policy_run REQUEST [HOST OPTIONS...]: evaluates REQUEST with the policy, as a
