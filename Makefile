@@ -71,13 +71,24 @@ test:
 	cargo test
 	cargo test --release --manifest-path e2e-tests/host/Cargo.toml
 
-# End-to-end: the annotated policy in the test host against real registries.
+# End-to-end: the annotated policy in the test host against real registries; then, when a
+# kwctl is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
+# E2E_KWCTL, which also reaches this target through `make check`), the same suites on kwctl
+# (E2E_HOST=kwctl; what only the test host can do is skipped, saying why). The KWCTL set at
+# the top only looks in PATH, for packaging.
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
+e2e-tests: E2E_KWCTL_BIN = $(or $(E2E_KWCTL),$(if $(filter command line,$(origin KWCTL)),$(KWCTL),$(shell printenv KWCTL)))
 e2e-tests: annotated-policy.wasm $(HOST)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
-		POLICY_HOST=$(CURDIR)/$(HOST) bats e2e-tests
+		POLICY_HOST=$(CURDIR)/$(HOST) E2E_HOST=policy-host bats e2e-tests
+	@if [ -n "$(E2E_KWCTL_BIN)" ]; then \
+		[ -x "$(abspath $(E2E_KWCTL_BIN))" ] || { echo "e2e-tests: $(E2E_KWCTL_BIN) is not an executable kwctl" >&2; exit 1; }; \
+		echo "e2e-tests: the same suites on kwctl ($(abspath $(E2E_KWCTL_BIN)))"; \
+		E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
+			POLICY_HOST=$(CURDIR)/$(HOST) E2E_HOST=kwctl KWCTL=$(abspath $(E2E_KWCTL_BIN)) bats e2e-tests; \
+	fi
 
 # Installs the wasm target and the Debian packages when missing (fast when present).
 .PHONY: setup

@@ -8,13 +8,21 @@ setup_file() {
   load lib/common
   scenario_setup_file
   host_ready || return 0
-  # Annotate (again: the section is replaced) and push once for the whole file.
+  # Annotate (again: the section is replaced) and push once for the whole file, with the
+  # host of this run. push.out is the digest the push reports.
   ANNOTATED="$BATS_FILE_TMPDIR/annotated-policy.wasm"
-  "$POLICY_HOST" annotate --metadata-path "$REPO_ROOT/policy-metadata.yml" \
-    --usage-path "$REPO_ROOT/README.md" --output-path "$ANNOTATED" "$POLICY_WASM"
   POLICY_REF="$REG_ANON/policies/resolvable-images:v0.1.0"
-  "$POLICY_HOST" push --sources-path "$E2E_SOURCES" "$ANNOTATED" "registry://$POLICY_REF" \
-    >"$BATS_FILE_TMPDIR/push.out" 2>"$BATS_FILE_TMPDIR/push.err"
+  if on_kwctl; then
+    kwctl_exec annotate --metadata-path "$REPO_ROOT/policy-metadata.yml" \
+      --usage-path "$REPO_ROOT/README.md" --output-path "$ANNOTATED" "$POLICY_WASM" 2>"$BATS_FILE_TMPDIR/annotate.err"
+    kwctl_exec push --sources-path "$E2E_SOURCES" --output json "$ANNOTATED" "registry://$POLICY_REF" \
+      2>"$BATS_FILE_TMPDIR/push.err" | jq -r '.immutable_ref | sub("^.*@"; "")' >"$BATS_FILE_TMPDIR/push.out"
+  else
+    "$POLICY_HOST" annotate --metadata-path "$REPO_ROOT/policy-metadata.yml" \
+      --usage-path "$REPO_ROOT/README.md" --output-path "$ANNOTATED" "$POLICY_WASM"
+    "$POLICY_HOST" push --sources-path "$E2E_SOURCES" "$ANNOTATED" "registry://$POLICY_REF" \
+      >"$BATS_FILE_TMPDIR/push.out" 2>"$BATS_FILE_TMPDIR/push.err"
+  fi
   export ANNOTATED POLICY_REF
 }
 teardown_file() { load lib/common; scenario_teardown_file; }

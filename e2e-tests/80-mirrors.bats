@@ -12,6 +12,11 @@ setup_file() {
   registry_start anon mirror
   push_image "$(build_image mirror-only)" mirror cache/team/app:mirror-only
   push_image "$(build_image std)" mirror cache/team/app:1.4.2
+  # At the mirror's root: a tag and an image by digest that the primary lacks; and under
+  # dockerhub/, as a containerd `override_path` host serves the upstream.
+  push_image "$(build_image mirror-only)" mirror team/app:mirror-only
+  push_image "$(build_image mirror-digest)" mirror team/app:digest-on-mirror
+  push_image "$(build_image mirror-path)" mirror dockerhub/team/app:under-path
   E2E_SOURCES=$(write_sources_yaml mirrors --insecure "$REG_ANON" --insecure "$REG_AUTH" \
     --insecure "$REG_DOWN" --insecure "$REG_MIRROR")
   export E2E_SOURCES
@@ -98,4 +103,88 @@ mirror_settings() {
   req=$(local_request deployment-create.json)
   run -1 --separate-stderr policy_run "$req" --settings-json '{"registries":[{"prefix":"docker.io","mirrors":[{"location":"https://mirror.internal"}]}]}'
   [[ "$stderr" == *"Provided settings are not valid"* && "$stderr" == *"registries[0].mirrors[0].location"* ]]
+}
+
+# Exact annotations and messages, and what was asked, from a recorded session: the mirror
+# serves the primary at its root (no cache/ path).
+
+@test "an image only on the mirror is admitted, and the annotation names the mirror" {
+  settings=$(mirror_settings mirror-all "[{\"location\": \"$REG_MIRROR\", \"pullFromMirror\": \"all\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:mirror-only")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+  # Only "app" came from the mirror: the other containers' images are on the upstream only,
+  # which the chain reaches after the mirror's 404.
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" $REG_ANON/team/app:mirror-only: $REG_MIRROR/team/app:mirror-only"
+  # The chain stops at the first location that has the image: the upstream is not asked for
+  # it; the sidecar's image, missing on the mirror, is then asked at the upstream.
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "$REG_MIRROR/team/app:mirror-only"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "$REG_ANON/team/app:mirror-only"
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "$REG_MIRROR/library/busybox:1.36"
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "$REG_ANON/library/busybox:1.36"
+}
+
+@test "a digest-only mirror is skipped for a tag; the message names only the primary" {
+  settings=$(mirror_settings mirror-digest-only "[{\"location\": \"$REG_MIRROR\", \"pullFromMirror\": \"digest-only\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:mirror-only")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_rejected
+  assert_message_contains "Pod team-a/web: 1 image will not pull" \
+    "container \"app\" image \"$REG_ANON/team/app:mirror-only\": not found on registry $REG_ANON: Registry error: url http://$REG_ANON/v2/team/app/manifests/mirror-only" \
+    "manifest unknown"
+  assert_message_lacks "$REG_MIRROR" "mirror " "primary "
+  assert_no_annotations
+  # The host was never asked anything about the mirror.
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "$REG_ANON/team/app:mirror-only"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "$REG_MIRROR"
+}
+
+@test "a digest-only mirror serves a digest reference the upstream lacks" {
+  digest=$(digest_of "$REG_MIRROR/team/app:digest-on-mirror")
+  settings=$(mirror_settings mirror-digest-only "[{\"location\": \"$REG_MIRROR\", \"pullFromMirror\": \"digest-only\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app@$digest")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_allowed
+  assert_warning_count 0
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" $REG_ANON/team/app@$digest: $REG_MIRROR/team/app@$digest"
+}
+
+@test "absent from mirror and primary is rejected, naming both locations" {
+  settings=$(mirror_settings mirror-all "[{\"location\": \"$REG_MIRROR\", \"pullFromMirror\": \"all\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:nowhere")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_rejected
+  assert_message_contains "container \"app\" image \"$REG_ANON/team/app:nowhere\": not found on registry $REG_ANON and its mirrors: " \
+    "mirror $REG_MIRROR/team/app:nowhere: not found (Registry error: url http://$REG_MIRROR/v2/team/app/manifests/nowhere" \
+    "; primary $REG_ANON/team/app:nowhere: not found (Registry error: url http://$REG_ANON/v2/team/app/manifests/nowhere" \
+    "Hint: check that the tag or digest was pushed to $REG_ANON/team/app"
+  assert_message_lacks "init-schema" "sidecar"
+  assert_no_annotations
+}
+
+@test "a mirror location with a path (containerd override_path) is asked under that path" {
+  settings=$(mirror_settings mirror-path "[{\"location\": \"$REG_MIRROR/dockerhub\", \"pullFromMirror\": \"all\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:under-path")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_allowed
+  assert_warning_count 0
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" $REG_ANON/team/app:under-path: $REG_MIRROR/dockerhub/team/app:under-path"
+}
+
+@test "a mirror that is down and a primary without the image is uncertain, not absent" {
+  settings=$(mirror_settings mirror-down "[{\"location\": \"$REG_DOWN\", \"pullFromMirror\": \"all\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:nowhere")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  # The node might have pulled it from the mirror: a warning (actions.unreachable), not a rejection.
+  assert_allowed
+  assert_warning_contains "container \"app\"" "actions.unreachable: warn" \
+    "mirror $REG_DOWN/team/app:nowhere: registry unreachable"
+  assert_no_annotations
 }

@@ -1,11 +1,21 @@
 #!/usr/bin/env bats
 # requiredPlatforms: an image without a manifest for a platform the pods will run on fails as
 # surely as a missing tag. Test images: test/multi:v1 (linux/amd64 + linux/arm64 index),
-# team/app:1.4.2 (linux/amd64 only), test/arm:v1 (linux/arm64 only), test/app:v2s2 (amd64).
+# team/app:1.4.2 (linux/amd64 only), test/arm:v1 (linux/arm64 only), test/app:v2s2 (amd64);
+# test/amd64-only:v1 (an index with linux/amd64 only), test/single-amd64:v1, test/single-arm64:v1.
 
 bats_require_minimum_version 1.5.0
 
-setup_file() { load lib/common; scenario_setup_file; }
+setup_file() {
+  load lib/common
+  scenario_setup_file
+  host_ready || return 0
+  # An amd64-only index (what a registry serves for an image published for amd64 only), and
+  # single-platform manifests whose platform is only in their config.
+  push_image "$(build_index_for amd64-only amd64)" anon test/amd64-only:v1 --all
+  push_image "$(build_image single-amd64 amd64)" anon test/single-amd64:v1
+  push_image "$(build_image single-arm64 arm64)" anon test/single-arm64:v1
+}
 teardown_file() { load lib/common; scenario_teardown_file; }
 setup() { load lib/common; require_host; }
 
@@ -83,4 +93,69 @@ add_node() {
   req=$(one_image "$REG_ANON/team/app:1.4.2")
   run -1 --separate-stderr policy_run "$req" --settings-json '{"requiredPlatforms":["linux"]}'
   [[ "$stderr" == *"Provided settings are not valid"* && "$stderr" == *"requiredPlatforms[0]"* ]]
+}
+
+# Exact messages, and what was asked, from a recorded session. The fixture's other containers
+# are removed, so the image under test is the only one that can fail.
+
+@test "an index without linux/arm64 is rejected naming what it has; the two-platform index passes" {
+  req=$(local_request pod-create.json "app=$REG_ANON/test/amd64-only:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/platforms-arm64.json"
+  assert_rejected
+  assert_message_contains "Pod team-a/web: 1 image will not pull" \
+    "container \"app\" image \"$REG_ANON/test/amd64-only:v1\": no manifest for a required platform on registry $REG_ANON: no manifest for linux/arm64; the image has linux/amd64." \
+    "Hint: build and push the image for the missing platforms"
+  assert_no_patch
+
+  req=$(local_request pod-create.json "app=$REG_ANON/test/multi:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/platforms-arm64.json"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+}
+
+@test "a single-platform manifest is judged by its config" {
+  req=$(local_request pod-create.json "app=$REG_ANON/test/single-amd64:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/platforms-arm64.json" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_rejected
+  assert_message_contains "container \"app\" image \"$REG_ANON/test/single-amd64:v1\": no manifest for a required platform on registry $REG_ANON: no manifest for linux/arm64; the image has linux/amd64."
+  # The manifest is not an index: the platform came from its config, read by digest.
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestAndConfig \
+    "$REG_ANON/test/single-amd64@$(digest_of "$REG_ANON/test/single-amd64:v1")"
+
+  req=$(local_request pod-create.json "app=$REG_ANON/test/single-arm64:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/platforms-arm64.json"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+}
+
+@test "cluster means the Nodes' platforms; a nodeSelector on kubernetes.io/arch narrows them" {
+  cluster=$(cluster_with_nodes nodes)
+  req=$(local_request deployment-create.json "app=$REG_ANON/test/amd64-only:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" \
+    --settings-path "$SCENARIOS_DIR/platforms-cluster.json" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_rejected
+  assert_message_contains "Deployment team-a/web: 1 image will not pull" \
+    "container \"app\" image \"$REG_ANON/test/amd64-only:v1\": no manifest for a required platform on registry $REG_ANON: no manifest for linux/arm64; the image has linux/amd64."
+  # The Nodes were listed, once.
+  run -0 session_requests "$BATS_TEST_TMPDIR/session.yml"
+  [ "$(grep -c '^KubernetesListResourceAll$' <<<"$output")" -eq 1 ]
+
+  # The same Deployment, scheduled on amd64 nodes only: amd64 is all it needs.
+  request_edit_pod_spec "$req" '.nodeSelector = {"kubernetes.io/arch": "amd64"}'
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" \
+    --settings-path "$SCENARIOS_DIR/platforms-cluster.json"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+
+  # Without the nodeSelector, an image with both platforms is fine on this cluster.
+  req=$(local_request deployment-create.json "app=$REG_ANON/test/multi:v1" init-schema.remove sidecar.remove)
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" \
+    --settings-path "$SCENARIOS_DIR/platforms-cluster.json"
+  assert_allowed
+  assert_warning_count 0
 }

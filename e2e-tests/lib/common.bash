@@ -10,6 +10,13 @@ SESSIONS_DIR="$E2E_DIR/sessions"
 POLICY_HOST="${POLICY_HOST:-$E2E_DIR/host/target/release/policy-host}"
 POLICY_WASM="${POLICY_WASM:-$REPO_ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm}"
 export E2E_DIR REPO_ROOT FIXTURES_DIR SCENARIOS_DIR SESSIONS_DIR POLICY_HOST POLICY_WASM
+# The host that evaluates the policy: `policy-host` (default), the test host above, or
+# `kwctl`, the real Kubewarden CLI at $KWCTL, run with its own HOME (store, wasmtime cache).
+# `make e2e-tests` runs the suite on the test host, then again on kwctl when given one.
+E2E_HOST="${E2E_HOST:-policy-host}"
+KWCTL="${KWCTL:-}"
+E2E_KWCTL_HOME="${E2E_KWCTL_HOME:-$REPO_ROOT/.e2e-work/kwctl-home}"
+export E2E_HOST KWCTL E2E_KWCTL_HOME
 
 # Every registry these tests talk to is on 127.0.0.1: make sure no proxy setting sends a
 # request elsewhere, and that loopback is never proxied.
@@ -26,6 +33,8 @@ source "$E2E_DIR/lib/fixtures.bash"
 source "$E2E_DIR/lib/policy.bash"
 # shellcheck source=e2e-tests/lib/scenario.bash
 source "$E2E_DIR/lib/scenario.bash"
+# shellcheck source=e2e-tests/lib/sessions.bash
+source "$E2E_DIR/lib/sessions.bash"
 
 # e2e_workdir: the scratch directory of this run. Bats gives each file its own, which it
 # removes; scripts set E2E_WORK themselves (see demo.sh).

@@ -181,3 +181,32 @@ request_edit_pod_spec() {
     .request.object |= edit | .request.oldObject |= edit' "$file" >"$file.tmp"
   mv "$file.tmp" "$file"
 }
+
+# workflow_request IMAGE0 IMAGE1: e2e-tests/fixtures/workflow-create.json (an Argo Workflow
+# CREATE) with the container images of templates[0] and templates[1] replaced; prints the
+# path of the copy. Refuses images off loopback, like local_request.
+workflow_request() {
+  local out image
+  mkdir -p "$(e2e_workdir)/requests"
+  out=$(mktemp "$(e2e_workdir)/requests/workflow-create.XXXXXX")
+  jq --arg a "$1" --arg b "$2" '
+      .request.object.spec.templates[0].container.image = $a
+    | .request.object.spec.templates[1].container.image = $b' \
+    "$E2E_DIR/fixtures/workflow-create.json" >"$out"
+  while IFS= read -r image; do
+    case "$image" in
+      127.0.0.1:*) ;;
+      *) echo "workflow_request: non-loopback image $image" >&2; return 1 ;;
+    esac
+  done < <(jq -r '.request.object.spec.templates[].container.image // empty' "$out")
+  printf '%s\n' "$out"
+}
+
+# cluster_with_nodes NAME: a --cluster-dir with the standard ServiceAccounts (write_cluster_dir)
+# and the two Nodes of e2e-tests/cluster/nodes-amd64-arm64.yaml; prints it.
+cluster_with_nodes() {
+  local dir
+  dir=$(write_cluster_dir "$1")
+  cp "$E2E_DIR/cluster/nodes-amd64-arm64.yaml" "$dir/20-nodes.yaml"
+  printf '%s\n' "$dir"
+}

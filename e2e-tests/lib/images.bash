@@ -155,3 +155,28 @@ digest_of() {
   [[ -n "$d" ]] || { echo "digest_of: $1 was not pushed" >&2; return 1; }
   printf '%s\n' "$d"
 }
+
+# build_index_for LABEL ARCH...: an image index with one linux/ARCH manifest per ARCH (arm64
+# gets variant v8, as Docker Hub's indexes have); push it with `--all`. build_multiarch_image
+# always makes amd64+arm64; this one also makes the single-platform index that a registry
+# serves for an image published for amd64 only.
+build_index_for() {
+  local label=$1 layout arch desc index
+  shift
+  layout="$(e2e_workdir)/images/$label"
+  rm -rf "$layout"; mkdir -p "$layout"
+  local -a entries=()
+  for arch in "$@"; do
+    desc=$(oci_build_manifest "$layout" "$arch" "$label")
+    entries+=("$(jq -cn --arg d "${desc% *}" --argjson s "${desc#* }" --arg arch "$arch" '{
+        mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $d, size: $s,
+        platform: ({architecture: $arch, os: "linux"}
+                   + (if $arch == "arm64" then {variant: "v8"} else {} end))}')")
+  done
+  printf '%s\n' "${entries[@]}" | jq -cs '{
+      schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: .}' \
+    >"$layout/image-index.json"
+  index=$(oci_add_blob "$layout" "$layout/image-index.json")
+  oci_write_layout "$layout" application/vnd.oci.image.index.v1+json "$index" latest
+  printf 'oci:%s:latest\n' "$layout"
+}

@@ -206,3 +206,30 @@ while True:
 
 # port_listening PORT: something accepts connections on 127.0.0.1:PORT.
 port_listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# apiserver_serve DIR: makes the fake Kubernetes API server (lib/fake_apiserver.py, python3)
+# serve the cluster directory DIR (a --cluster-dir of the test host), for kwctl; starts it on
+# first use, one per bats file, kept with the registries (registry_stop_all stops it). Prints
+# the path of a kubeconfig naming it. The server reads DIR's path from a file on every
+# request, so the next call simply points it at another directory.
+apiserver_serve() {
+  local dir port
+  dir="$(e2e_workdir)/registries/apiserver"
+  mkdir -p "$dir"
+  (cd "$1" && pwd) >"$dir/cluster-dir" || return 1
+  if ! { [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; }; then
+    rm -f "$dir/port"
+    # 3>&- : bats waits for every process holding its fd 3; the server must not keep it.
+    python3 "$E2E_DIR/lib/fake_apiserver.py" --dir-file "$dir/cluster-dir" --port-file "$dir/port" \
+      >"$dir/apiserver.log" 2>&1 3>&- &
+    echo $! >"$dir/pid"
+    wait_until 10 test -s "$dir/port" || { cat "$dir/apiserver.log" >&2; return 1; }
+    port=$(cat "$dir/port")
+    printf '%s\n' "apiVersion: v1" "kind: Config" \
+      "clusters:" "- name: e2e" "  cluster:" "    server: http://127.0.0.1:$port" \
+      "users:" "- name: e2e" "  user: {}" \
+      "contexts:" "- name: e2e" "  context:" "    cluster: e2e" "    user: e2e" \
+      "current-context: e2e" >"$dir/kubeconfig"
+  fi
+  printf '%s\n' "$dir/kubeconfig"
+}

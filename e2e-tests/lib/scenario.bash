@@ -13,11 +13,10 @@ scenario_setup_file() {
   REG_DOWN="127.0.0.1:$(unused_port)"
   export REG_DOWN
 
-  local img
-  img=$(build_image std)
-  # the fixtures' images, moved to the local registry
-  push_image "$img" anon platform/migrate:2.1.0
-  push_image "$img" anon team/app:1.4.2
+  # the fixtures' images, moved to the local registry; each built on its own so each has its
+  # own digest (a pinning patch that wrote one image's digest into another's field would show)
+  push_image "$(build_image migrate-2.1.0)" anon platform/migrate:2.1.0
+  push_image "$(build_image app-1.4.2)" anon team/app:1.4.2
   push_image "$(build_image app-1.5.0)" anon team/app:1.5.0
   push_image "$(build_image busybox)" anon library/busybox:1.36
   push_image "$(build_image alpine)" anon library/alpine:3.20

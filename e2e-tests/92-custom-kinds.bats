@@ -1,25 +1,13 @@
 #!/usr/bin/env bats
-# pinDigests (the policy as a mutating policy: checked images rewritten to the digest that was
-# resolved) and customResources (images found in other kinds by JSONPath).
+# customResources: images found in other kinds by JSONPath, either bare image fields (an Argo
+# Workflow) or whole pod specs (a Knative Service), looked up like a Pod's; with pinDigests,
+# pinned through the JSONPath locations.
 
 bats_require_minimum_version 1.5.0
 
 setup_file() { load lib/common; scenario_setup_file; }
 teardown_file() { load lib/common; scenario_teardown_file; }
 setup() { load lib/common; require_host; }
-
-# patch_ops: the JSONPatch of the response in $output, decoded ([] when there is none).
-patch_ops() {
-  local patch
-  patch=$(jq -r '.patch // empty' <<<"$output")
-  if [[ -z "$patch" ]]; then echo '[]'; else base64 -d <<<"$patch"; fi
-}
-
-# assert_patch_sets POINTER VALUE: the JSONPatch writes VALUE at POINTER.
-assert_patch_sets() {
-  jq -e --arg p "$1" --arg v "$2" 'any(.[]; (.op == "replace" or .op == "add") and .path == $p and .value == $v)' \
-    <<<"$(patch_ops)" >/dev/null || _fail_with "the patch does not set $1 to $2: $(patch_ops)"
-}
 
 # custom_request KIND-JSON OBJECT-JSON: an AdmissionReview CREATE for a custom kind in team-a.
 custom_request() {
@@ -35,44 +23,6 @@ custom_request() {
       object: $o, oldObject: null, dryRun: false,
       options: {kind: "CreateOptions", apiVersion: "meta.k8s.io/v1", fieldManager: "kubectl-client-side-apply"}}}' >"$file"
   printf '%s\n' "$file"
-}
-
-@test "pinDigests: every checked image is rewritten to tag@digest" {
-  req=$(local_request deployment-create.json)
-  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/pin-digests.json"
-  assert_allowed
-  [ "$(jq -r .patchType <<<"$output")" = JSONPatch ]
-  assert_patch_sets /spec/template/spec/initContainers/0/image "$REG_ANON/platform/migrate:2.1.0@$(digest_of "$REG_ANON/platform/migrate:2.1.0")"
-  assert_patch_sets /spec/template/spec/containers/0/image "$REG_ANON/team/app:1.4.2@$(digest_of "$REG_ANON/team/app:1.4.2")"
-  assert_patch_sets /spec/template/spec/containers/1/image "$REG_ANON/library/busybox:1.36@$(digest_of "$REG_ANON/library/busybox:1.36")"
-}
-
-@test "pinDigests leaves alone images with a digest, images not pulled (Never), and rejected requests" {
-  digest=$(digest_of "$REG_ANON/team/app:1.4.2")
-  req=$(local_request pod-create.json "app=$REG_ANON/team/app@$digest" "sidecar.pull=Never")
-  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/pin-digests.json"
-  assert_allowed
-  [ "$(patch_ops | jq -c '[.[].path]')" = '["/spec/initContainers/0/image"]' ] || _fail_with "unexpected patch: $(patch_ops)"
-
-  req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.9")
-  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/pin-digests.json"
-  assert_rejected
-  [ "$(jq -r '.patch // "none"' <<<"$output")" = none ]
-}
-
-@test "without pinDigests the policy never mutates" {
-  req=$(local_request deployment-create.json)
-  run -0 --separate-stderr policy_run "$req"
-  assert_allowed
-  [ "$(jq -r '.patch // "none"' <<<"$output")" = none ]
-}
-
-@test "pinDigests on UPDATE: only the changed image is pinned" {
-  req=$(local_request deployment-update-image.json "oldObject:app=$REG_ANON/team/app:1.4.2" "object:app=$REG_ANON/team/app:1.5.0")
-  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/pin-digests.json"
-  assert_allowed
-  [ "$(patch_ops | jq -c '[.[].path]')" = '["/spec/template/spec/containers/0/image"]' ] || _fail_with "unexpected patch: $(patch_ops)"
-  assert_patch_sets /spec/template/spec/containers/0/image "$REG_ANON/team/app:1.5.0@$(digest_of "$REG_ANON/team/app:1.5.0")"
 }
 
 @test "custom kind by image JSONPath (Argo Workflow): a missing image is rejected" {
@@ -105,4 +55,57 @@ custom_request() {
   run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/custom-kinds.json"
   assert_rejected
   assert_message_contains "Service team-a/web" "container \"user-container\"" "$REG_ANON/team/app:9.9.9" "not found"
+}
+
+# The Argo Workflow of e2e-tests/fixtures/workflow-create.json (workflow_request), with exact
+# messages and patches, and what was asked from a recorded session.
+
+@test "a Workflow with a missing tag in templates[1] is rejected, naming the field" {
+  req=$(workflow_request "$REG_ANON/platform/migrate:2.1.0" "$REG_ANON/team/app:9.9.9")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/custom-kinds-argo-workflow.json"
+  assert_rejected
+  assert_message_contains "Workflow team-a/build: 1 image will not pull:" \
+    "image field \"\$['spec']['templates'][1]['container']['image']\" image \"$REG_ANON/team/app:9.9.9\": not found on registry $REG_ANON" \
+    "manifest unknown"
+  assert_message_lacks "templates'][0]"
+  assert_no_patch
+}
+
+@test "a Workflow whose images all exist is admitted" {
+  req=$(workflow_request "$REG_ANON/platform/migrate:2.1.0" "$REG_ANON/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/custom-kinds-argo-workflow.json" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+  assert_no_patch
+  # Both image fields were looked up, and nothing else: bare image fields have no pod spec,
+  # so no ServiceAccount or pull secret is read.
+  run -0 session_requests "$BATS_TEST_TMPDIR/session.yml"
+  [ "$output" = "$(printf 'OciManifestDigest\t%s\n' "$REG_ANON/platform/migrate:2.1.0" "$REG_ANON/team/app:1.4.2")" ]
+}
+
+@test "without customResources a Workflow is admitted untouched, with no lookup" {
+  req=$(workflow_request "$REG_ANON/platform/migrate:2.1.0" "$REG_ANON/team/app:9.9.9")
+  run -0 --separate-stderr policy_run "$req" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+  assert_no_patch
+  # Nothing at all was asked of the host.
+  run -0 session_requests "$BATS_TEST_TMPDIR/session.yml"
+  [ -z "$output" ]
+}
+
+@test "with pinDigests: the Workflow's image fields are pinned through their JSONPath locations" {
+  req=$(workflow_request "$REG_ANON/platform/migrate:2.1.0" "$REG_ANON/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/custom-kinds-argo-workflow-pinned.json"
+  assert_allowed
+  assert_warning_count 0
+  assert_patch_is "$(jq -n \
+    --arg first "$REG_ANON/platform/migrate:2.1.0@$(digest_of "$REG_ANON/platform/migrate:2.1.0")" \
+    --arg second "$REG_ANON/team/app:1.4.2@$(digest_of "$REG_ANON/team/app:1.4.2")" '[
+      {op: "replace", path: "/spec/templates/0/container/image", value: $first},
+      {op: "replace", path: "/spec/templates/1/container/image", value: $second}]')"
 }

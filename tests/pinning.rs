@@ -1,0 +1,107 @@
+//! Digest pinning (`pinDigests`) through the whole decision path, natively, on the real
+//! admission request fixtures: what is pinned, with which digest, and what is left alone.
+
+mod common;
+
+use common::*;
+
+use serde_json::json;
+
+const INDEX: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const SINGLE: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+#[test]
+fn pinning_patches_pods_and_templates_with_the_resolved_digests() {
+    let host = || {
+        cluster()
+            .with_digest(APP, INDEX)
+            .with_digest(MIGRATE, SINGLE)
+            .with_digest(BUSYBOX, SINGLE)
+    };
+    let pod = run(
+        &fixture("pod-create.json"),
+        json!({"pinDigests": true}),
+        &host(),
+    );
+    assert_eq!(pod["accepted"], true);
+    let spec = &pod["mutated_object"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], format!("{APP}@{INDEX}"));
+    assert_eq!(
+        spec["containers"][1]["image"],
+        format!("busybox:1.36@{SINGLE}"),
+        "the image keeps its spelling"
+    );
+    assert_eq!(
+        spec["initContainers"][0]["image"],
+        format!("{MIGRATE}@{SINGLE}")
+    );
+
+    let deployment = run(
+        &fixture("deployment-create.json"),
+        json!({"pinDigests": true}),
+        &host(),
+    );
+    let spec = &deployment["mutated_object"]["spec"]["template"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], format!("{APP}@{INDEX}"));
+    let mut expected = fixture("deployment-create.json")["object"].clone();
+    expected["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!(format!("{APP}@{INDEX}"));
+    expected["spec"]["template"]["spec"]["containers"][1]["image"] =
+        json!(format!("busybox:1.36@{SINGLE}"));
+    expected["spec"]["template"]["spec"]["initContainers"][0]["image"] =
+        json!(format!("{MIGRATE}@{SINGLE}"));
+    assert_eq!(
+        deployment["mutated_object"], expected,
+        "nothing else changes"
+    );
+}
+
+#[test]
+fn pinning_leaves_digests_and_unchecked_images_alone_and_never_mutates_a_rejection() {
+    let mut request = fixture("pod-create.json");
+    let pinned = format!("registry.example.com/team/app:1.4.2@{INDEX}");
+    request["object"]["spec"]["containers"][0]["image"] = json!(pinned);
+    request["object"]["spec"]["containers"][1]["imagePullPolicy"] = json!("Never");
+    let host = cluster()
+        .with_digest(&format!("registry.example.com/team/app@{INDEX}"), INDEX)
+        .with_digest(MIGRATE, SINGLE);
+    let response = run(&request, json!({"pinDigests": true}), &host);
+    let spec = &response["mutated_object"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], pinned);
+    assert_eq!(spec["containers"][1]["image"], "busybox:1.36");
+    assert_eq!(
+        spec["initContainers"][0]["image"],
+        format!("{MIGRATE}@{SINGLE}")
+    );
+
+    let rejected = run(
+        &fixture("pod-create.json"),
+        json!({"pinDigests": true}),
+        &cluster(),
+    );
+    assert_eq!(rejected["accepted"], false);
+    assert!(rejected["mutated_object"].is_null());
+    let off = run(
+        &fixture("pod-create.json"),
+        json!({}),
+        &cluster()
+            .with_digest(APP, INDEX)
+            .with_digest(MIGRATE, SINGLE)
+            .with_digest(BUSYBOX, SINGLE),
+    );
+    assert!(off["mutated_object"].is_null(), "pinning is off by default");
+}
+
+#[test]
+fn invalid_pinning_settings_name_their_field() {
+    let cases = [(json!({"pinDigests": "yes"}), "pinDigests")];
+    for (settings, field) in cases {
+        let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
+        assert_eq!(response["code"], 400, "{settings}");
+        assert!(
+            message(&response).contains(field),
+            "{settings}: {}",
+            message(&response)
+        );
+    }
+}
