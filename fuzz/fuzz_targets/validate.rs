@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use resolvable_images_policy::evaluate::validate_payload;
 use resolvable_images_policy::host::InMemoryHost;
-use resolvable_images_policy::report::WARNING_MAX;
+use resolvable_images_policy::report::{WARNINGS_TOTAL_MAX, WARNING_MAX};
 use resolvable_images_policy::testing::{b64, secret, service_account};
 use serde_json::{json, Value};
 
@@ -159,13 +159,19 @@ fn check(data: &[u8], payload: &[u8]) {
             "warnings neither null nor an array: {text}"
         );
         if let Some(warnings) = warnings.as_array() {
+            let mut total = 0;
             for warning in warnings {
                 let warning = warning.as_str().expect("a warning is a string");
                 assert!(
                     warning.len() <= WARNING_MAX,
                     "warning too long: {warning:?}"
                 );
+                total += warning.len();
             }
+            assert!(
+                total <= WARNINGS_TOTAL_MAX,
+                "warnings past the API server's limit ({total} bytes): {text}"
+            );
         }
         if !input_has_marker {
             assert!(
