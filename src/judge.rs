@@ -2,10 +2,6 @@
 //! failed is explained with the pod's pull secrets; a found image is checked against the
 //! required platforms; what was found is remembered for pins and the mirror annotation.
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use crate::failure::{Failure, FailureKind};
 use crate::host::Host;
 use crate::lookup::{Budget, Found, Lookups};
@@ -16,7 +12,7 @@ use crate::reference::ImageReference;
 use crate::report::{Finding, Subject};
 use crate::scheduling::Placement;
 use crate::settings::Settings;
-use crate::workload::{PodSpecView, PullPolicy};
+use crate::workload::PullPolicy;
 
 /// The findings of one request, and what its found images leave behind.
 #[derive(Debug, Default)]
@@ -126,16 +122,10 @@ impl<H: Host> Judge<'_, H> {
                 found.location.reference.lookup_reference()
             ));
         }
-        let unplaced = (BTreeMap::new(), Value::Null);
-        let placement = pod.spec.as_ref().map_or(
-            Placement {
-                node_selector: &unplaced.0,
-                affinity: &unplaced.1,
-                tolerations: &unplaced.1,
-                daemon_set: false,
-            },
-            PodSpecView::placement,
-        );
+        let placement = match &pod.spec {
+            Some(spec) => spec.placement(),
+            None => Placement::anywhere(),
+        };
         let failure = self
             .platforms
             .check(&found.location.reference, &found.digest, &placement);

@@ -121,6 +121,22 @@ pub struct Placement<'a> {
     pub daemon_set: bool,
 }
 
+/// The placement of images outside any pod spec (a custom kind's bare image fields).
+static NO_SELECTOR: BTreeMap<String, String> = BTreeMap::new();
+static NOTHING: Value = Value::Null;
+
+impl Placement<'static> {
+    /// A pod that may land anywhere: no selector, no affinity, no tolerations.
+    pub fn anywhere() -> Self {
+        Placement {
+            node_selector: &NO_SELECTOR,
+            affinity: &NOTHING,
+            tolerations: &NOTHING,
+            daemon_set: false,
+        }
+    }
+}
+
 /// Tolerations the DaemonSet controller adds to every pod it creates.
 const DAEMON_SET_TOLERATIONS: [(&str, &str); 6] = [
     ("node.kubernetes.io/not-ready", "NoExecute"),
