@@ -87,12 +87,6 @@ fn invalid_custom_kind_settings_name_their_field() {
         "customResources[0].images[0]",
     )];
     for (settings, field) in cases {
-        let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
-        assert_eq!(response["code"], 400, "{settings}");
-        assert!(
-            message(&response).contains(field),
-            "{settings}: {}",
-            message(&response)
-        );
+        assert_settings_refused_naming(settings, field);
     }
 }

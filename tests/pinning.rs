@@ -96,12 +96,6 @@ fn pinning_leaves_digests_and_unchecked_images_alone_and_never_mutates_a_rejecti
 fn invalid_pinning_settings_name_their_field() {
     let cases = [(json!({"pinDigests": "yes"}), "pinDigests")];
     for (settings, field) in cases {
-        let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
-        assert_eq!(response["code"], 400, "{settings}");
-        assert!(
-            message(&response).contains(field),
-            "{settings}: {}",
-            message(&response)
-        );
+        assert_settings_refused_naming(settings, field);
     }
 }

@@ -46,3 +46,14 @@ pub fn message(response: &Value) -> String {
 pub fn warnings(response: &Value) -> Vec<String> {
     serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
 }
+
+/// Asserts that `settings` make the policy answer a 400 whose message names `field`.
+pub fn assert_settings_refused_naming(settings: Value, field: &str) {
+    let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
+    assert_eq!(response["code"], 400, "{settings}");
+    assert!(
+        message(&response).contains(field),
+        "{settings}: {}",
+        message(&response)
+    );
+}
