@@ -249,7 +249,7 @@ millis() { date +%s%3N; }
 }
 
 @test "status 503 whose body quotes 'manifest unknown' (a mirror relaying upstream): unreachable, not absent" {
-  # The status decides before the body it quotes (src/verdict.rs, classify_host_error).
+  # The status decides before the body it quotes (src/host/error.rs, classify_lookup).
   fault_start status --status 503 --error-code MANIFEST_UNKNOWN --error-message "manifest unknown"
   req=$(fault_request "$FAULT_ADDR/team/app:1.4.2")
   run -0 --separate-stderr run_policy_via_fault "$req"
