@@ -153,6 +153,7 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
     };
     if !matches!(request.operation, Operation::Create | Operation::Update)
         || settings.is_namespace_exempt(&request.namespace)
+        || target.is_mirror_pod(&request.object)
     {
         return Planned::Nothing;
     }
@@ -252,17 +253,22 @@ impl<'a> Target<'a> {
             })
     }
 
+    /// True for the API's copy of a static Pod, which the kubelet runs from its own files:
+    /// never checked.
+    fn is_mirror_pod(&self, object: &Value) -> bool {
+        matches!(self, Target::Builtin(WorkloadKind::Pod))
+            && object["metadata"]["annotations"]
+                .get(MIRROR_POD_ANNOTATION)
+                .is_some()
+    }
+
     /// True for a Pod that a controller the policy checks created (its template was judged
-    /// when the controller was admitted), and for kubelet mirror Pods, unless `ownedPods` is
-    /// `check` (mirror Pods are never checked: the kubelet runs them from its own files).
+    /// when the controller was admitted), unless `ownedPods` is `check`.
     fn is_owned_pod(&self, object: &Value, settings: &Settings) -> bool {
         if !matches!(self, Target::Builtin(WorkloadKind::Pod)) {
             return false;
         }
         let metadata = &object["metadata"];
-        if metadata["annotations"].get(MIRROR_POD_ANNOTATION).is_some() {
-            return true;
-        }
         settings.owned_pods == OwnedPods::Skip
             && metadata["ownerReferences"]
                 .as_array()
