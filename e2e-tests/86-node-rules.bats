@@ -4,13 +4,15 @@
 # baseline amd64 node; an index entry without `platform` judged by its config), `cluster`
 # narrowed as the scheduler narrows it (node affinity, taints and tolerations, a pod that fits
 # no Node), credentials sent to mirrors as the kubelet and containerd send them (the mirror's
-# own log says which user it saw), pins only where a pull by digest finds the digest, and the
-# mirror rules of containers-registries.conf (a `*.domain` prefix keeps the port; a
-# single-label `location` is refused).
+# own log says which user it saw; a Docker Hub secret reaches a Docker Hub mirror), pins only
+# where a pull by digest finds the digest, and the mirror rules of containers-registries.conf
+# (a `*.domain` prefix keeps the port; a literal and a wildcard prefix of the same length:
+# the first in sorted order; a single-label `location` is refused).
 #
-# The wildcard scenario uses `*.localhost`: the image is written as e2e.localhost:PORT/…,
-# which nothing resolves here, so the rule also rewrites its primary `location` to 127.0.0.1:
-# the written name is never contacted, and every location asked is on loopback.
+# The wildcard scenarios use `*.localhost` and `*.d.localhost`: the image is written as
+# e2e.localhost:PORT/… (x.d.localhost:PORT/…), which nothing resolves here, so the rules also
+# rewrite the primary `location` to loopback: the written name is never contacted. Likewise
+# the Docker Hub scenario rewrites docker.io's primary to a local registry.
 #
 # Registries: anon (the standard images, and the primaries), mirror (anonymous, a tag-only
 # mirror with other digests), authmirror (htpasswd, the same user as auth, logging every
@@ -235,6 +237,32 @@ secret_for() {
   [[ -z "$(nr_users_seen authmirror "$mark" nr/private)" ]] || _fail_with "the mirror saw a user: the mirror-only secret was sent"
 }
 
+@test "a Docker Hub secret (https://index.docker.io/v1/) is sent to a Docker Hub mirror" {
+  skip_on_kwctl "credentialed lookups need oci/v1/resolve_images (--enable-resolve-images), a proposed capability only the test host offers"
+  # docker.io's chain: the authenticated mirror, then a primary rewritten to $REG_AUTH, so
+  # Docker Hub itself is never contacted.
+  settings=$(write_settings docker-hub-mirror "$(jq -n --arg l "$REG_AUTH" --arg m "$REG_AUTHMIRROR" \
+    '{pullSecrets: {credentialedLookups: true}, registries: [{prefix: "docker.io", location: $l, mirrors: [{location: $m}]}]}')")
+  cluster=$(secret_for "https://index.docker.io/v1/")
+  req=$(E2E_ALLOW_IMAGES="nr/private:v1" pod_running "nr/private:v1")
+  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
+  mark=$(nr_log_mark authmirror)
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" --settings-path "$settings" \
+    --enable-resolve-images --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_no_message
+  assert_warning_count 0
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" nr/private:v1: $REG_AUTHMIRROR/nr/private:v1"
+  nr_no_secret_leak
+  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTHMIRROR/nr/private:v1")" == 1 ]] ||
+    _fail_with "the mirror's lookup did not carry the Docker Hub credential"
+  log=$(nr_log_since authmirror "$mark" nr/private)
+  grep -F "http.request.uri=/v2/nr/private/manifests/v1" <<<"$log" | grep -qF 'msg="authorized request"' ||
+    _fail_with "the mirror did not authorize a request for nr/private:v1"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "docker.io"
+}
+
 # --- pinning through a tag-only mirror -------------------------------------------------------
 
 # tag_only_pin_settings: pinDigests, and $REG_ANON mirrored by the tag-only $REG_MIRROR.
@@ -301,6 +329,21 @@ tag_only_pin_settings() {
   assert_message_contains "container \"app\" image \"$image\": not found" \
     "mirror localhost:$port/team/app:9.9.9: not found" "primary 127.0.0.1:$port/team/app:9.9.9: not found"
   assert_session_never_mentions "$BATS_TEST_TMPDIR/absent.yml" "e2e.localhost"
+}
+
+@test "a literal and a *.domain prefix of the same length: the first in sorted order (the wildcard) wins" {
+  port=${REG_ANON##*:}
+  image="x.d.localhost:$port/team/app:1.4.2"
+  # Both rewrite to loopback; only the chosen rule's location is asked.
+  settings=$(write_settings wildcard-order \
+    '{"registries":[{"prefix":"x.d.localhost","location":"localhost"},{"prefix":"*.d.localhost","location":"127.0.0.1"}]}')
+  req=$(E2E_ALLOW_IMAGES="$image" pod_running "$image")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_allowed
+  assert_warning_count 0
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "127.0.0.1:$port/team/app:1.4.2"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "localhost:$port"
 }
 
 @test "a single-label location (registry) is refused when the policy loads, naming registries[0].location" {
