@@ -100,11 +100,17 @@ setup:
 check: setup
 	$(MAKE) fmt-check lint test e2e-tests fuzz-smoke
 
-# Builds the policy and the host, then evaluates sample Pods against a local registry.
+# Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
+# found (KWCTL above: seconds), else with the test host, built first (minutes the first time).
 .PHONY: demo
 demo: setup
+ifneq ($(KWCTL),)
+	$(MAKE) annotated-policy.wasm
+	POLICY_WASM=$(CURDIR)/annotated-policy.wasm DEMO_KWCTL=$(KWCTL) bash e2e-tests/demo.sh
+else
 	$(MAKE) annotated-policy.wasm host
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bash e2e-tests/demo.sh
+endif
 
 # Regenerates artifacthub-pkg.yml (Artifact Hub's package file) from the metadata, with the
 # Rancher UI questions of questions-ui.yml. kwctl takes the version from the metadata's
@@ -142,17 +148,21 @@ fuzz: FUZZ_SECONDS ?= 600
 fuzz:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Benchmarks (README.md "Performance"): guest cost against an accept-all policy built the same
-# way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
+# Benchmarks (README.md "Performance"): guest cost against an accept-all and a probe policy
+# (benches/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
+PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm
 .PHONY: bench
 bench: policy.wasm $(HOST)
 	cargo build --manifest-path benches/accept-all/Cargo.toml --target wasm32-wasip1 --release --target-dir target
+	cargo build --manifest-path benches/probe/Cargo.toml --target wasm32-wasip1 --release --target-dir target
 	mkdir -p target/bench
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(ACCEPT_ALL_BUILD) -o target/bench/accept-all.wasm
+	$(WASM_OPT) -Os $(PROBE_BUILD) -o target/bench/probe.wasm
 else
 	cp $(ACCEPT_ALL_BUILD) target/bench/accept-all.wasm
+	cp $(PROBE_BUILD) target/bench/probe.wasm
 endif
 	bash bench/run.sh | tee target/bench/results.md

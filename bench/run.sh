@@ -4,15 +4,18 @@
 # something even when the absolute times move with the machine's load. Nothing is asserted.
 #
 #   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
-#                     and 100 containers, against benches/accept-all in the same host;
-#   2. module size    raw, after wasm-opt, and the accept-all module;
+#                     and 100 containers, against benches/accept-all (parses, accepts) and
+#                     benches/probe (parses, one oci/v1/manifest_digest per distinct image,
+#                     accepts) in the same host;
+#   2. module size    raw, after wasm-opt, the baselines, and the policy's code by crate
+#                     (bench/size_by_crate.py on a `wasm-opt -Os -g` build, which keeps names);
 #   3. end to end     `policy-host run` against a local docker-registry with 10 images,
 #                     against plain sequential `curl -I` of the same manifests;
 #   4. batching       stock sequential lookups against one oci/v1/resolve_images call, with
 #                     50 ms added to every registry request by e2e-tests/lib/fault_proxy.py.
 #
 # Expects what `make bench` builds: policy.wasm, the raw module, the test host and the
-# accept-all module (ACCEPT_ALL_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
+# accept-all and probe modules (ACCEPT_ALL_WASM, PROBE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
 # BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
 # case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench).
 set -euo pipefail
@@ -25,9 +28,10 @@ OUT=${BENCH_OUT:-$ROOT/target/bench}
 RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm
 POLICY=$ROOT/policy.wasm
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
+PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
 HOST=${POLICY_HOST:-$ROOT/e2e-tests/host/target/release/policy-host}
 
-for f in "$RAW_WASM" "$POLICY" "$ACCEPT_ALL" "$HOST"; do
+for f in "$RAW_WASM" "$POLICY" "$ACCEPT_ALL" "$PROBE" "$HOST"; do
   [[ -e "$f" ]] || { echo "bench: $f is missing; run 'make bench'" >&2; exit 1; }
 done
 
@@ -94,16 +98,17 @@ echo "$(machine); $ITERATIONS guest evaluations per case, $REPEATS end-to-end ru
 echo
 echo "## Guest cost per evaluation (host answers from memory)"
 echo
-echo "| containers | policy median (µs) | policy p95 (µs) | accept-all median (µs) | ratio | host calls | bytes to host / to guest (host calls) | validate payload (bytes) | peak memory, policy / accept-all (64 KiB pages) |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| containers | policy median (µs) | policy p95 (µs) | accept-all median (µs) | ratio to accept-all | probe median (µs) | ratio to probe | host calls | bytes to host / to guest (host calls) | validate payload (bytes) | peak memory, policy / accept-all (64 KiB pages) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in 1 10 100; do
   req="$E2E_WORK/pod-$n.json"
   pod_request "$req" "$n" "127.0.0.1:5000/bench"
   "$HOST" bench "$POLICY" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-policy-$n.json"
   "$HOST" bench "$ACCEPT_ALL" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-accept-all-$n.json"
-  jq -r --slurpfile b "$OUT/guest-accept-all-$n.json" --arg n "$n" '
+  "$HOST" bench "$PROBE" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-probe-$n.json"
+  jq -r --slurpfile b "$OUT/guest-accept-all-$n.json" --slurpfile p "$OUT/guest-probe-$n.json" --arg n "$n" '
     def r: (. * 100 | round) / 100;
-    "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
+    "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \($p[0].median_us) | \((.median_us / $p[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
   ' "$OUT/guest-policy-$n.json"
 done
 
@@ -118,6 +123,18 @@ echo "| policy, wasm-opt -Os (\`policy.wasm\`) | $(stat -c %s "$POLICY") |"
 accept_raw=$ROOT/target/wasm32-wasip1/release/accept_all.wasm
 [[ -e "$accept_raw" ]] && echo "| accept-all, raw | $(stat -c %s "$accept_raw") |"
 echo "| accept-all, wasm-opt -Os (the one measured) | $(stat -c %s "$ACCEPT_ALL") |"
+echo "| probe, wasm-opt -Os (the one measured) | $(stat -c %s "$PROBE") |"
+if command -v wasm-opt >/dev/null; then
+  # the same optimisation as policy.wasm, keeping the name section that attributes code to crates
+  wasm-opt -Os -g "$RAW_WASM" -o "$OUT/policy-names.wasm"
+  named=$OUT/policy-names.wasm
+else
+  named=$RAW_WASM
+fi
+echo
+echo "### Policy code by crate ($(basename "$named"); drop glue and trait impls go to the type's crate)"
+echo
+python3 "$ROOT/bench/size_by_crate.py" "$named" 15
 
 # --- 3. End to end against a local registry -----------------------------------------------
 registry_start anon >/dev/null

@@ -81,6 +81,12 @@ pub struct RunArgs {
     #[arg(long = "enable-resolve-images")]
     pub enable_resolve_images: bool,
 
+    /// Most lookups of one `oci/v1/resolve_images` call running at the same
+    /// time against one registry (all of them start at once otherwise).
+    #[arg(long = "resolve-images-concurrency", default_value_t = 16,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub resolve_images_concurrency: u16,
+
     /// Record every host capability exchange into this session file.
     #[arg(
         long = "record-host-capabilities-interactions",

@@ -12,13 +12,14 @@ use crate::callback_requests::CallbackRequestType;
 use crate::capabilities::Backend;
 use crate::cluster::{apply_field_masks, ClusterStore};
 use crate::oci::RegistryClient;
-use crate::resolve_images::{resolve_images, ResolveImagesRequest};
+use crate::resolve_images::{resolve_images, ResolveImagesRequest, DEFAULT_PER_REGISTRY};
 
 /// Answers requests against real registries and the cluster directory.
 pub struct LiveBackend {
     runtime: Handle,
     registry: RegistryClient,
     cluster: Option<ClusterStore>,
+    resolve_per_registry: usize,
 }
 
 impl LiveBackend {
@@ -28,7 +29,15 @@ impl LiveBackend {
             runtime,
             registry,
             cluster,
+            resolve_per_registry: DEFAULT_PER_REGISTRY,
         }
+    }
+
+    /// How many lookups of one `oci/v1/resolve_images` call may run at the
+    /// same time against one registry (`--resolve-images-concurrency`).
+    pub fn with_resolve_concurrency(mut self, per_registry: usize) -> Self {
+        self.resolve_per_registry = per_registry;
+        self
     }
 
     fn cluster(&self) -> Result<&ClusterStore> {
@@ -66,6 +75,7 @@ impl Backend for LiveBackend {
                     &self.registry,
                     &request,
                     self.registry.timeout(),
+                    self.resolve_per_registry,
                 ))?
             }
             CallbackRequestType::KubernetesGetResource {

@@ -10,6 +10,7 @@
 //! The host's own Docker config is never used here. Credentials are never
 //! logged, and sessions record them as `<redacted>`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +29,10 @@ use crate::oci::{parse_reference, RegistryClient, RegistryError};
 
 /// Most lookups one call may carry.
 pub const MAX_LOOKUPS: usize = 100;
-/// Most lookups running at the same time.
-const MAX_CONCURRENCY: usize = 8;
+/// Most lookups of one call running at the same time against one registry
+/// (`--resolve-images-concurrency`): enough for a Pod's images to be looked up
+/// in one round trip, few enough not to look like an attack to a registry.
+pub const DEFAULT_PER_REGISTRY: usize = 16;
 /// What a recorded credential value looks like.
 const REDACTED: &str = "<redacted>";
 
@@ -243,12 +246,15 @@ async fn resolve_one(registry: &RegistryClient, lookup: &ImageLookup) -> Value {
     json!({"image": image, "outcome": "unauthorized", "detail": last_unauthorized})
 }
 
-/// Answer a whole call: lookups run concurrently (bounded), each within
-/// `min(timeoutMs, max_timeout)`, results in request order.
+/// Answer a whole call: every lookup starts at once, at most `per_registry`
+/// at a time against any one registry (so one slow registry never holds back
+/// another's lookups), all within `min(timeoutMs, max_timeout)` of the call's
+/// start, waiting for a turn included; results in request order.
 pub async fn resolve_images(
     registry: &RegistryClient,
     request: &ResolveImagesRequest,
     max_timeout: Duration,
+    per_registry: usize,
 ) -> anyhow::Result<Value> {
     if request.lookups.len() > MAX_LOOKUPS {
         anyhow::bail!(
@@ -257,14 +263,24 @@ pub async fn resolve_images(
         );
     }
     let timeout = Duration::from_millis(request.timeout_ms).min(max_timeout);
-    let semaphore = Arc::new(Semaphore::new(MAX_CONCURRENCY));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut limits: HashMap<String, Arc<Semaphore>> = HashMap::new();
     let mut handles = Vec::with_capacity(request.lookups.len());
     for lookup in request.lookups.iter().cloned() {
+        let host = parse_reference(&lookup.image)
+            .map(|r| r.resolve_registry().to_owned())
+            .unwrap_or_default();
+        let limit = limits
+            .entry(host)
+            .or_insert_with(|| Arc::new(Semaphore::new(per_registry.max(1))))
+            .clone();
         let registry = registry.clone();
-        let semaphore = semaphore.clone();
         handles.push(tokio::spawn(async move {
-            let _permit = semaphore.acquire_owned().await;
-            match tokio::time::timeout(timeout, resolve_one(&registry, &lookup)).await {
+            let work = async {
+                let _permit = limit.acquire_owned().await;
+                resolve_one(&registry, &lookup).await
+            };
+            match tokio::time::timeout_at(deadline, work).await {
                 Ok(result) => result,
                 Err(_) => json!({
                     "image": lookup.image,

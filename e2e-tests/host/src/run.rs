@@ -144,11 +144,10 @@ pub fn run(args: &RunArgs, runtime: &Runtime) -> Result<RunOutcome> {
                 Some(dir) => Some(ClusterStore::from_dir(dir)?),
                 None => None,
             };
-            let live = Box::new(LiveBackend::new(
-                runtime.handle().clone(),
-                registry,
-                cluster,
-            ));
+            let live = Box::new(
+                LiveBackend::new(runtime.handle().clone(), registry, cluster)
+                    .with_resolve_concurrency(usize::from(args.resolve_images_concurrency)),
+            );
             match &args.record_host_capabilities_interactions {
                 Some(destination) => Box::new(Recorder::new(live, destination.clone())),
                 None => live,

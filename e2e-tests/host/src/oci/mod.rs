@@ -8,8 +8,14 @@
 //! Errors are [`RegistryError`], whose `Display`/`source` chain matches
 //! policy-fetcher's so that `{:?}` gives the texts guests see upstream.
 
+pub mod auth;
 pub mod docker_config;
+pub mod pool;
+#[cfg(test)]
+mod pool_tests;
 pub mod sources;
+#[cfg(test)]
+mod test_registry;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -27,6 +33,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use docker_config::DockerConfig;
+use pool::{Pool, UrlSlot};
 use sources::{Certificate, Sources};
 
 /// Errors of registry operations; texts follow policy-fetcher's `RegistryError`.
@@ -113,11 +120,14 @@ impl ClientProtocol {
 }
 
 /// Registry client configured from `sources.yaml` and the Docker config.
-#[derive(Debug, Clone)]
+/// Clones share one [`Pool`]: manifest lookups reuse its connections,
+/// protocol decisions, pings and tokens for the life of the process.
+#[derive(Clone)]
 pub struct RegistryClient {
     sources: Sources,
     docker_config: DockerConfig,
     timeout: Duration,
+    pool: Arc<Pool>,
 }
 
 /// Parse an image reference the way upstream does (`registry://` accepted).
@@ -142,9 +152,27 @@ impl RegistryClient {
     /// Build a client; `timeout` bounds each whole lookup (all protocol attempts).
     pub fn new(sources: Sources, docker_config: DockerConfig, timeout: Duration) -> Self {
         Self {
+            pool: Arc::new(Pool::new(sources.clone())),
             sources,
             docker_config,
             timeout,
+        }
+    }
+
+    /// Run a pooled lookup within the timeout; on time-out the error names
+    /// the URL the lookup was working on (written to `slot`), as
+    /// [`Self::try_with_protocols`] does.
+    async fn bounded<T>(
+        &self,
+        slot: &UrlSlot,
+        lookup: impl Future<Output = Result<T, RegistryError>>,
+    ) -> Result<T, RegistryError> {
+        match tokio::time::timeout(self.timeout, lookup).await {
+            Ok(result) => result,
+            Err(_) => {
+                let url = slot.lock().map(|u| u.clone()).unwrap_or_default();
+                Err(RegistryError::Timeout(RequestTimeout { url }))
+            }
         }
     }
 
@@ -227,20 +255,14 @@ impl RegistryClient {
         }
     }
 
-    /// `oci/v1/manifest_digest`: HEAD (then GET) the manifest, return its digest.
+    /// `oci/v1/manifest_digest`: HEAD (then GET) the manifest, return its
+    /// digest, through the pool with the Docker config's credential.
     pub async fn manifest_digest(&self, image: &str) -> Result<String, RegistryError> {
         let reference = parse_reference(image)?;
         let auth = self.docker_config.auth(reference.registry());
-        self.try_with_protocols(
-            reference.registry(),
-            |scheme| manifest_url(scheme, &reference),
-            |client| {
-                let reference = reference.clone();
-                let auth = auth.clone();
-                async move { Ok(client.fetch_manifest_digest(&reference, &auth).await?) }
-            },
-        )
-        .await
+        let slot = UrlSlot::default();
+        let lookup = self.pool.manifest_digest(&reference, &auth, &slot);
+        self.bounded(&slot, lookup).await
     }
 
     /// The lookup timeout this client was built with.
@@ -258,20 +280,9 @@ impl RegistryClient {
         accept: &'static [&'static str],
     ) -> Result<(Vec<u8>, String), RegistryError> {
         let reference = parse_reference(image)?;
-        self.try_with_protocols(
-            reference.registry(),
-            |scheme| manifest_url(scheme, &reference),
-            |client| {
-                let reference = reference.clone();
-                let auth = auth.clone();
-                async move {
-                    let (body, digest) =
-                        client.pull_manifest_raw(&reference, &auth, accept).await?;
-                    Ok((body.to_vec(), digest))
-                }
-            },
-        )
-        .await
+        let slot = UrlSlot::default();
+        let lookup = self.pool.manifest_raw(&reference, &auth, accept, &slot);
+        self.bounded(&slot, lookup).await
     }
 
     /// `oci/v1/oci_manifest`: the manifest (image manifest or index) as JSON.
