@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
-use crate::host::{summarise, Host, ImageLookup, LookupAnswer, ResolveImagesRequest};
+use crate::host::{summarise, Host, HostError, ImageLookup, LookupAnswer, ResolveImagesRequest};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::Location;
 use crate::plan::{Pod, PodId};
@@ -38,29 +38,52 @@ impl Budget {
 
     /// What is left of the budget.
     pub fn remaining(&self, host: &impl Host) -> Duration {
-        self.deadline.saturating_sub(host.now())
+        self.remaining_at(host.now())
     }
 
-    /// True when another host call may start: time is left, and at least as much as the
-    /// slowest call so far took.
-    pub fn can_start(&self, host: &impl Host) -> bool {
-        let remaining = self.remaining(host);
-        !remaining.is_zero() && remaining >= self.slowest.get()
+    fn remaining_at(&self, now: Duration) -> Duration {
+        self.deadline.saturating_sub(now)
+    }
+
+    /// Makes one host call if another may start (time is left, and at least as much as the
+    /// slowest call so far took), remembering how long it took; otherwise the failure of a
+    /// check the budget left no time for. One clock reading decides and starts the call: under
+    /// a real host every reading is a WASI call, and this is the policy's most frequent path.
+    pub fn call<T>(
+        &self,
+        host: &impl Host,
+        call: impl FnOnce() -> Result<T, HostError>,
+    ) -> Result<T, Failure> {
+        let started = host.now();
+        let remaining = self.remaining_at(started);
+        if remaining.is_zero() || remaining < self.slowest.get() {
+            return Err(self.not_checked_at(started));
+        }
+        let result = call();
+        self.record(host.now().saturating_sub(started));
+        result.map_err(|error| error.failure())
     }
 
     /// Runs one host call, remembering how long it took.
     pub fn measure<T>(&self, host: &impl Host, call: impl FnOnce() -> T) -> T {
         let started = host.now();
         let result = call();
-        let took = host.now().saturating_sub(started);
-        self.slowest.set(self.slowest.get().max(took));
+        self.record(host.now().saturating_sub(started));
         result
+    }
+
+    fn record(&self, took: Duration) {
+        self.slowest.set(self.slowest.get().max(took));
     }
 
     /// The failure of a check the budget left no time for.
     pub fn not_checked(&self, host: &impl Host) -> Failure {
+        self.not_checked_at(host.now())
+    }
+
+    fn not_checked_at(&self, now: Duration) -> Failure {
         let limit = self.limit.as_millis();
-        let detail = if self.remaining(host).is_zero() {
+        let detail = if self.remaining_at(now).is_zero() {
             format!("not checked in time: the policy's time budget of {limit} ms (timeBudgetMs) was spent on earlier lookups")
         } else {
             format!(
@@ -148,12 +171,8 @@ impl Lookups {
         }
         let result = if let Some(refusal) = self.scope.refusal(reference) {
             Err(refusal)
-        } else if !budget.can_start(host) {
-            Err(budget.not_checked(host))
         } else {
-            budget
-                .measure(host, || host.manifest_digest(&key.reference))
-                .map_err(|error| error.failure())
+            budget.call(host, || host.manifest_digest(&key.reference))
         };
         self.results.insert(key, result.clone());
         result

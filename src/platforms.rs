@@ -516,11 +516,7 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
 
     /// One host call within the budget.
     fn call(&self, call: impl FnOnce(&H) -> Result<Value, HostError>) -> Result<Value, Failure> {
-        let (budget, host) = (self.budget, self.host);
-        if !budget.can_start(host) {
-            return Err(budget.not_checked(host));
-        }
-        budget.measure(host, || call(host)).map_err(|e| e.failure())
+        self.budget.call(self.host, || call(self.host))
     }
 }
 
