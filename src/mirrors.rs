@@ -98,12 +98,19 @@ impl Mirrors {
     /// The locations a node tries for `reference`, in order; the primary location is last.
     /// Locations that do not form a valid reference once rewritten are left out.
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
-        let name = reference.name();
-        let Some((rule, matched)) = self.find(&name) else {
-            return vec![Location {
+        let primary_only = || {
+            vec![Location {
                 reference: reference.clone(),
                 is_mirror: false,
-            }];
+            }]
+        };
+        if self.rules.is_empty() {
+            // the usual case: no name to build and match
+            return primary_only();
+        }
+        let name = reference.name();
+        let Some((rule, matched)) = self.find(&name) else {
+            return primary_only();
         };
         let rest = name.get(matched..).unwrap_or_default();
         let suffix = match reference.digest() {

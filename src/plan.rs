@@ -127,8 +127,7 @@ impl Check {
             Ok(reference) => {
                 PullPolicy::effective(self.container.pull_policy.as_deref(), reference)
                     != PullPolicy::Never
-                    && !settings.is_image_exempt(&reference.to_string())
-                    && !settings.is_image_exempt(&reference.lookup_reference())
+                    && !settings.is_reference_exempt(reference)
             }
         }
     }

@@ -11,6 +11,7 @@ use crate::failure::FailureKind;
 use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
+use crate::reference::ImageReference;
 
 /// What to do with an image that failed in a given way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -310,6 +311,15 @@ impl Settings {
     /// True when a normalised reference (`registry/repo:tag[@digest]`) matches an exemption.
     pub fn is_image_exempt(&self, normalised: &str) -> bool {
         self.exempt_images.iter().any(|p| p.matches(normalised))
+    }
+
+    /// True when `reference` is exempt in its fully normalised form or as it is looked up.
+    /// Builds neither string when there is no exemption, the usual case: this runs for every
+    /// image of every request.
+    pub fn is_reference_exempt(&self, reference: &ImageReference) -> bool {
+        !self.exempt_images.is_empty()
+            && (self.is_image_exempt(&reference.to_string())
+                || self.is_image_exempt(&reference.lookup_reference()))
     }
 }
 
