@@ -109,7 +109,7 @@ impl ImageReference {
         let (registry, remainder) = split_registry(image);
         let remainder = remainder.as_ref();
         let remote_name = remainder.split(':').next().unwrap_or(remainder);
-        if remote_name.to_lowercase() != remote_name {
+        if has_uppercase(remote_name) {
             return Err(ReferenceError::Uppercase);
         }
 
@@ -162,7 +162,18 @@ impl ImageReference {
 
     /// `registry/repository`: the name credentials are matched against.
     pub fn name(&self) -> String {
-        format!("{}/{}", self.registry, self.repository)
+        self.name_with(0)
+    }
+
+    /// [`ImageReference::name`] in a string with room for `extra` more bytes: one allocation
+    /// for the strings built on it, which the policy builds for every image it checks.
+    fn name_with(&self, extra: usize) -> String {
+        let mut name =
+            String::with_capacity(self.registry.len() + 1 + self.repository.len() + extra);
+        name.push_str(&self.registry);
+        name.push('/');
+        name.push_str(&self.repository);
+        name
     }
 
     /// True when the kubelet resolves this image through the `latest` tag: it names `latest`,
@@ -178,11 +189,15 @@ impl ImageReference {
     /// ignored by the pull), otherwise the tag, defaulting to `latest`. Spelling variants of
     /// one image produce the same string, so they share one lookup and one host cache entry.
     pub fn lookup_reference(&self) -> String {
-        match (&self.digest, &self.tag) {
-            (Some(digest), _) => format!("{}@{}", self.name(), digest),
-            (None, Some(tag)) => format!("{}:{}", self.name(), tag),
-            (None, None) => format!("{}:latest", self.name()),
-        }
+        let (separator, version) = match (&self.digest, &self.tag) {
+            (Some(digest), _) => ('@', digest.as_str()),
+            (None, Some(tag)) => (':', tag.as_str()),
+            (None, None) => (':', "latest"),
+        };
+        let mut reference = self.name_with(1 + version.len());
+        reference.push(separator);
+        reference.push_str(version);
+        reference
     }
 }
 
@@ -210,9 +225,7 @@ impl fmt::Display for ImageReference {
 fn split_registry(image: &str) -> (&str, std::borrow::Cow<'_, str>) {
     let (registry, remainder) = match image.split_once('/') {
         Some((first, rest))
-            if first.contains(['.', ':'])
-                || first == "localhost"
-                || first.to_lowercase() != first =>
+            if first.contains(['.', ':']) || first == "localhost" || has_uppercase(first) =>
         {
             (first, rest)
         }
@@ -231,6 +244,15 @@ fn split_registry(image: &str) -> (&str, std::borrow::Cow<'_, str>) {
     } else {
         (registry, remainder.into())
     }
+}
+
+/// True when lowercasing changes `s` (Go's `strings.ToLower(s) != s`), without building the
+/// lowercase copy: every image is checked, and nearly all are ASCII.
+fn has_uppercase(s: &str) -> bool {
+    if s.is_ascii() {
+        return s.bytes().any(|b| b.is_ascii_uppercase());
+    }
+    s.chars().any(|c| !c.to_lowercase().eq([c]))
 }
 
 /// `host[:port]` where host is a domain name, an IPv4 address or a bracketed IPv6 address.
@@ -344,6 +366,26 @@ mod tests {
 
     fn error(image: &str) -> ReferenceError {
         ImageReference::parse(image).expect_err(image)
+    }
+
+    #[test]
+    fn has_uppercase_agrees_with_lowercasing() {
+        for s in [
+            "nginx",
+            "Nginx",
+            "library/app",
+            "É",
+            "é",
+            "ǅ",
+            "Σ",
+            "aΣ",
+            "İ",
+            "ß",
+            "ｱ",
+            "",
+        ] {
+            assert_eq!(has_uppercase(s), s.to_lowercase() != s, "{s:?}");
+        }
     }
 
     /// Cases from distribution/reference's normalize_test.go (TestParseNormalizedNamed and
