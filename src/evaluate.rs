@@ -3,6 +3,9 @@
 //! and answer with the configured actions ([`report`](crate::report)). Pure apart from the
 //! [`Host`].
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
@@ -11,7 +14,7 @@ use crate::judge::{judge, Judgement};
 use crate::lookup::{Budget, Lookups};
 use crate::plan::{plan, Plan, Planned};
 use crate::report::{decide, Decision};
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsError};
 
 /// The audit annotation that names images found on a mirror rather than their registry.
 pub const MIRROR_ANNOTATION: &str = "resolvable-images/resolved-from-mirror";
@@ -25,12 +28,34 @@ pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
         Err(e) => Decision::malformed(format!(
             "resolvable-images-policy cannot read the admission request: {e}"
         )),
-        Ok(payload) => match Settings::from_value(&payload.settings) {
+        Ok(ValidationPayload { settings, request }) => match compiled(settings) {
             Err(e) => Decision::malformed(format!("resolvable-images-policy: {e}")),
-            Ok(settings) => evaluate(&payload.request, &settings, host),
+            Ok(settings) => evaluate(&request, &settings, host),
         },
     };
     decision.to_json()
+}
+
+thread_local! {
+    /// The settings of the previous request and what they compiled to. A policy server sends
+    /// one policy instance the same settings with every request, and compiling them (exemption
+    /// globs, denied networks, mirror rules, JSONPaths) took 3 of the 30 µs of a one-image Pod.
+    static LAST_SETTINGS: RefCell<Option<(Value, Rc<Settings>)>> = const { RefCell::new(None) };
+}
+
+/// `settings` compiled, or the previous request's compilation when they are the same. Errors
+/// are not kept: invalid settings are compiled (and explained) again every time.
+fn compiled(settings: Value) -> Result<Rc<Settings>, SettingsError> {
+    LAST_SETTINGS.with_borrow_mut(|last| {
+        if let Some((previous, compiled)) = last.as_ref() {
+            if *previous == settings {
+                return Ok(Rc::clone(compiled));
+            }
+        }
+        let compiled = Rc::new(Settings::from_value(&settings)?);
+        *last = Some((settings, Rc::clone(&compiled)));
+        Ok(compiled)
+    })
 }
 
 /// Decides one admission request: plan, look up, judge, answer.
