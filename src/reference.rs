@@ -91,8 +91,11 @@ impl fmt::Display for Digest {
 /// A parsed, normalised image reference: what the kubelet will ask the registry for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ImageReference {
-    registry: String,
-    repository: String,
+    /// `registry/repository` in one string: built, cloned and dropped for every image
+    /// checked, and the prefix of every string the policy makes of it.
+    name: String,
+    /// Where the registry ends in `name`.
+    registry_len: usize,
     tag: Option<String>,
     digest: Option<Digest>,
 }
@@ -132,9 +135,13 @@ impl ImageReference {
         if repository.len() > NAME_TOTAL_LENGTH_MAX {
             return Err(ReferenceError::NameTooLong);
         }
+        let mut name = String::with_capacity(registry.len() + 1 + repository.len());
+        name.push_str(registry);
+        name.push('/');
+        name.push_str(repository);
         Ok(ImageReference {
-            registry: registry.to_owned(),
-            repository: repository.to_owned(),
+            name,
+            registry_len: registry.len(),
             tag: tag.map(str::to_owned),
             digest,
         })
@@ -142,12 +149,12 @@ impl ImageReference {
 
     /// The registry host (and port) the kubelet will contact, e.g. `docker.io`, `[::1]:5000`.
     pub fn registry(&self) -> &str {
-        &self.registry
+        &self.name[..self.registry_len]
     }
 
     /// The repository path within the registry, e.g. `library/nginx`.
     pub fn repository(&self) -> &str {
-        &self.repository
+        &self.name[self.registry_len + 1..]
     }
 
     /// The tag as written; `None` when the image names no tag.
@@ -168,11 +175,8 @@ impl ImageReference {
     /// [`ImageReference::name`] in a string with room for `extra` more bytes: one allocation
     /// for the strings built on it, which the policy builds for every image it checks.
     fn name_with(&self, extra: usize) -> String {
-        let mut name =
-            String::with_capacity(self.registry.len() + 1 + self.repository.len() + extra);
-        name.push_str(&self.registry);
-        name.push('/');
-        name.push_str(&self.repository);
+        let mut name = String::with_capacity(self.name.len() + extra);
+        name.push_str(&self.name);
         name
     }
 
@@ -204,7 +208,7 @@ impl ImageReference {
 /// The fully normalised form, keeping both tag and digest: `docker.io/library/nginx:1.25@sha256:…`.
 impl fmt::Display for ImageReference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.registry, self.repository)?;
+        f.write_str(&self.name)?;
         match (&self.tag, &self.digest) {
             (None, None) => write!(f, ":latest"),
             (tag, digest) => {
