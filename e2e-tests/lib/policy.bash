@@ -37,6 +37,25 @@ skip_on_kwctl() {
   if on_kwctl; then skip "test host only: $1"; fi
 }
 
+# kwctl_is_patched: true when $KWCTL is built with this project's upstream series
+# (upstream/kubewarden: oci/v1/resolve_images and a time-out on OCI lookups), which it shows as
+# `kwctl run --oci-lookup-timeout`.
+kwctl_is_patched() {
+  kwctl_exec run --help 2>/dev/null | grep -q -- '--oci-lookup-timeout'
+}
+
+# skip_on_patched_kwctl REASON: skips a test of stock behaviour (a host without
+# oci/v1/resolve_images) on a kwctl built from upstream/kubewarden.
+skip_on_patched_kwctl() {
+  if on_kwctl && kwctl_is_patched; then skip "stock hosts only: $1"; fi
+}
+
+# skip_on_stock_kwctl REASON: like skip_on_kwctl, but a kwctl built from upstream/kubewarden
+# runs the test (the flags then map onto its own).
+skip_on_stock_kwctl() {
+  if on_kwctl && ! kwctl_is_patched; then skip "test host or patched kwctl only: $1"; fi
+}
+
 # kwctl_exec ARGS...: kwctl, isolated: its own HOME ($E2E_KWCTL_HOME), RUST_BACKTRACE unset
 # (kwctl would print backtraces into host errors), KUBECONFIG only when $KWCTL_KUBECONFIG names
 # one (else Kubernetes reads fail as on a host without a cluster).
@@ -97,7 +116,11 @@ _kwctl_run_command() {
         IFS=, read -ra caps <<<"$2"
         for cap in "${caps[@]}"; do args+=("--allowed-host-capabilities=$cap"); done
         shift 2 ;;
-      --oci-timeout-secs | --enable-resolve-images | -m | --metadata-path | --host-capabilities=*)
+      --enable-resolve-images) kwctl_is_patched || { echo "policy_run: stock kwctl has no oci/v1/resolve_images: the test must call skip_on_stock_kwctl" >&2; return 1; }
+        shift ;;
+      --oci-timeout-secs) kwctl_is_patched || { echo "policy_run: stock kwctl has no OCI time-out: the test must call skip_on_stock_kwctl" >&2; return 1; }
+        args+=(--oci-lookup-timeout "$2"); shift 2 ;;
+      -m | --metadata-path | --host-capabilities=*)
         echo "policy_run: kwctl has no equivalent of $1: the test must call skip_on_kwctl" >&2
         return 1 ;;
       *) args+=("$1"); shift ;;
