@@ -66,6 +66,8 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         Planned::Nothing => return Decision::accept(),
         Planned::Malformed(message) => return Decision::malformed(message),
     };
+    // planning read the pull secrets: not a lookup
+    budget.resume(host);
     let credentialed = settings.pull_secrets.credentialed_lookups;
     let mut lookups = Lookups::start(
         &plan.pods,

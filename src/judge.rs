@@ -95,12 +95,9 @@ impl<H: Host> Judge<'_, H> {
         {
             Err(failure) => {
                 let failure = explain(failure, pod, check, self.plan, self.lookups, self.settings);
-                Some(cached_on_nodes(
-                    failure,
-                    check,
-                    image,
-                    &mut self.node_images,
-                ))
+                let failure = cached_on_nodes(failure, check, image, &mut self.node_images);
+                self.budget.resume(self.host);
+                Some(failure)
             }
             Ok(found) => self.found(pod, check, image, found),
         }

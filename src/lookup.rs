@@ -19,26 +19,47 @@ use crate::reference::ImageReference;
 /// call cannot be interrupted, so the budget decides whether to make the *next* one: not when
 /// what is left is less than the slowest lookup of this request took, since that one would
 /// most likely overrun.
+///
+/// The clock is read once per host call, after it: under a real host every reading is a WASI
+/// call, and lookups are the policy's most frequent path. A call is taken to start at the
+/// previous reading, so the guest's own work between two calls (microseconds, against a
+/// budget in milliseconds) counts towards the later call.
 #[derive(Debug, Clone)]
 pub struct Budget {
     deadline: Duration,
     limit: Duration,
     slowest: Cell<Duration>,
+    /// The latest clock reading.
+    last: Cell<Duration>,
 }
 
 impl Budget {
     /// A budget of `limit` starting now.
     pub fn start(host: &impl Host, limit: Duration) -> Self {
+        let now = host.now();
         Budget {
-            deadline: host.now() + limit,
+            deadline: now + limit,
             limit,
             slowest: Cell::new(Duration::ZERO),
+            last: Cell::new(now),
         }
     }
 
     /// What is left of the budget.
     pub fn remaining(&self, host: &impl Host) -> Duration {
-        self.remaining_at(host.now())
+        self.remaining_at(self.read(host))
+    }
+
+    /// Reads the clock after host calls the budget does not measure (pull secrets, Node
+    /// lists), so that the next lookup is not charged for them.
+    pub fn resume(&self, host: &impl Host) {
+        self.read(host);
+    }
+
+    fn read(&self, host: &impl Host) -> Duration {
+        let now = host.now();
+        self.last.set(now);
+        now
     }
 
     fn remaining_at(&self, now: Duration) -> Duration {
@@ -47,28 +68,27 @@ impl Budget {
 
     /// Makes one host call if another may start (time is left, and at least as much as the
     /// slowest call so far took), remembering how long it took; otherwise the failure of a
-    /// check the budget left no time for. One clock reading decides and starts the call: under
-    /// a real host every reading is a WASI call, and this is the policy's most frequent path.
+    /// check the budget left no time for.
     pub fn call<T>(
         &self,
         host: &impl Host,
         call: impl FnOnce() -> Result<T, HostError>,
     ) -> Result<T, Failure> {
-        let started = host.now();
+        let started = self.last.get();
         let remaining = self.remaining_at(started);
         if remaining.is_zero() || remaining < self.slowest.get() {
             return Err(self.not_checked_at(started));
         }
         let result = call();
-        self.record(host.now().saturating_sub(started));
+        self.record(self.read(host).saturating_sub(started));
         result.map_err(|error| error.failure())
     }
 
     /// Runs one host call, remembering how long it took.
     pub fn measure<T>(&self, host: &impl Host, call: impl FnOnce() -> T) -> T {
-        let started = host.now();
+        let started = self.last.get();
         let result = call();
-        self.record(host.now().saturating_sub(started));
+        self.record(self.read(host).saturating_sub(started));
         result
     }
 
@@ -78,7 +98,7 @@ impl Budget {
 
     /// The failure of a check the budget left no time for.
     pub fn not_checked(&self, host: &impl Host) -> Failure {
-        self.not_checked_at(host.now())
+        self.not_checked_at(self.read(host))
     }
 
     fn not_checked_at(&self, now: Duration) -> Failure {
@@ -179,14 +199,14 @@ impl Lookups {
     }
 
     /// Where a node pulling `image` through `chain` for `pod` finds it, or why it does not.
-    pub fn chain(
+    pub fn chain<'c>(
         &mut self,
         pod: PodId,
         image: &ImageReference,
-        chain: &[Location],
+        chain: &'c [Location],
         budget: &Budget,
         host: &impl Host,
-    ) -> Result<Found, Failure> {
+    ) -> Result<Found<'c>, Failure> {
         chain_result(chain, |reference| {
             self.at(pod, image, reference, budget, host)
         })
@@ -314,29 +334,24 @@ fn result_of(answer: LookupAnswer) -> LookupResult {
 
 /// Where a chain found the image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Found<'c> {
     /// The manifest digest.
     pub digest: String,
-    /// The location that had it.
-    pub location: Location,
+    /// The location that had it, one of its chain's.
+    pub location: &'c Location,
 }
 
 /// Combines the lookups of a chain as a node would experience them: the first location that
 /// has the image wins; absent only when every location said absent; otherwise the most telling
 /// uncertainty. With more than one location the detail names each one and what it said.
-pub fn chain_result(
-    locations: &[Location],
+pub fn chain_result<'c>(
+    locations: &'c [Location],
     mut look_up: impl FnMut(&ImageReference) -> LookupResult,
-) -> Result<Found, Failure> {
+) -> Result<Found<'c>, Failure> {
     let mut failures: Vec<(&Location, Failure)> = Vec::new();
     for location in locations {
         match look_up(&location.reference) {
-            Ok(digest) => {
-                return Ok(Found {
-                    digest,
-                    location: location.clone(),
-                })
-            }
+            Ok(digest) => return Ok(Found { digest, location }),
             Err(failure) => failures.push((location, failure)),
         }
     }
@@ -410,7 +425,7 @@ mod tests {
             found,
             Ok(Found {
                 digest: "sha256:x".into(),
-                location: chain[1].clone(),
+                location: &chain[1],
             })
         );
     }

@@ -467,7 +467,7 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
 
     /// The cluster's Nodes, listed once per request.
     fn nodes(&mut self) -> &[Node] {
-        let host = self.host;
+        let (host, budget) = (self.host, self.budget);
         self.nodes.get_or_insert_with(|| {
             let request = ListAllRequest {
                 api_version: "v1".into(),
@@ -476,9 +476,12 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
                 field_selector: None,
                 field_masks: Some(NODE_FIELDS.iter().map(|f| (*f).to_owned()).collect()),
             };
-            host.list_resources_all(&request)
+            let nodes = host
+                .list_resources_all(&request)
                 .map(|list| nodes_of(&list))
-                .unwrap_or_default()
+                .unwrap_or_default();
+            budget.resume(host);
+            nodes
         })
     }
 

@@ -91,12 +91,13 @@ impl fmt::Display for Digest {
 /// A parsed, normalised image reference: what the kubelet will ask the registry for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ImageReference {
-    /// `registry/repository` in one string: built, cloned and dropped for every image
+    /// `registry/repository[:tag]` in one string: built, cloned and dropped for every image
     /// checked, and the prefix of every string the policy makes of it.
-    name: String,
-    /// Where the registry ends in `name`.
+    text: String,
+    /// Where the registry ends in `text`.
     registry_len: usize,
-    tag: Option<String>,
+    /// Where `registry/repository` ends in `text`; a tag follows after a `:` when written.
+    name_len: usize,
     digest: Option<Digest>,
 }
 
@@ -135,31 +136,37 @@ impl ImageReference {
         if repository.len() > NAME_TOTAL_LENGTH_MAX {
             return Err(ReferenceError::NameTooLong);
         }
-        let mut name = String::with_capacity(registry.len() + 1 + repository.len());
-        name.push_str(registry);
-        name.push('/');
-        name.push_str(repository);
+        let tag_len = tag.map_or(0, |tag| 1 + tag.len());
+        let mut text = String::with_capacity(registry.len() + 1 + repository.len() + tag_len);
+        text.push_str(registry);
+        text.push('/');
+        text.push_str(repository);
+        let name_len = text.len();
+        if let Some(tag) = tag {
+            text.push(':');
+            text.push_str(tag);
+        }
         Ok(ImageReference {
-            name,
+            text,
             registry_len: registry.len(),
-            tag: tag.map(str::to_owned),
+            name_len,
             digest,
         })
     }
 
     /// The registry host (and port) the kubelet will contact, e.g. `docker.io`, `[::1]:5000`.
     pub fn registry(&self) -> &str {
-        &self.name[..self.registry_len]
+        &self.text[..self.registry_len]
     }
 
     /// The repository path within the registry, e.g. `library/nginx`.
     pub fn repository(&self) -> &str {
-        &self.name[self.registry_len + 1..]
+        &self.text[self.registry_len + 1..self.name_len]
     }
 
     /// The tag as written; `None` when the image names no tag.
     pub fn tag(&self) -> Option<&str> {
-        self.tag.as_deref()
+        self.text.get(self.name_len + 1..)
     }
 
     /// The digest pinned by the image, if any; it takes precedence over the tag when pulling.
@@ -175,15 +182,15 @@ impl ImageReference {
     /// [`ImageReference::name`] in a string with room for `extra` more bytes: one allocation
     /// for the strings built on it, which the policy builds for every image it checks.
     fn name_with(&self, extra: usize) -> String {
-        let mut name = String::with_capacity(self.name.len() + extra);
-        name.push_str(&self.name);
+        let mut name = String::with_capacity(self.name_len + extra);
+        name.push_str(&self.text[..self.name_len]);
         name
     }
 
     /// True when the kubelet resolves this image through the `latest` tag: it names `latest`,
     /// or names neither a tag nor a digest. Such images default to `imagePullPolicy: Always`.
     pub fn resolves_latest(&self) -> bool {
-        match (&self.tag, &self.digest) {
+        match (self.tag(), &self.digest) {
             (Some(tag), _) => tag == "latest",
             (None, digest) => digest.is_none(),
         }
@@ -193,9 +200,9 @@ impl ImageReference {
     /// ignored by the pull), otherwise the tag, defaulting to `latest`. Spelling variants of
     /// one image produce the same string, so they share one lookup and one host cache entry.
     pub fn lookup_reference(&self) -> String {
-        let (separator, version) = match (&self.digest, &self.tag) {
+        let (separator, version) = match (&self.digest, self.tag()) {
             (Some(digest), _) => ('@', digest.as_str()),
-            (None, Some(tag)) => (':', tag.as_str()),
+            (None, Some(_)) => return self.text.clone(),
             (None, None) => (':', "latest"),
         };
         let mut reference = self.name_with(1 + version.len());
@@ -208,18 +215,11 @@ impl ImageReference {
 /// The fully normalised form, keeping both tag and digest: `docker.io/library/nginx:1.25@sha256:…`.
 impl fmt::Display for ImageReference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)?;
-        match (&self.tag, &self.digest) {
+        f.write_str(&self.text)?;
+        match (self.tag(), &self.digest) {
             (None, None) => write!(f, ":latest"),
-            (tag, digest) => {
-                if let Some(tag) = tag {
-                    write!(f, ":{tag}")?;
-                }
-                if let Some(digest) = digest {
-                    write!(f, "@{digest}")?;
-                }
-                Ok(())
-            }
+            (_, Some(digest)) => write!(f, "@{digest}"),
+            (Some(_), None) => Ok(()),
         }
     }
 }

@@ -8,9 +8,13 @@
 //!   so connections are kept alive and reused across lookups;
 //! - one protocol decision per registry: HTTPS, or for insecure sources HTTPS
 //!   without verification then HTTP (see [`Pool::protocols`]); the first
-//!   protocol whose `GET /v2/` gets any HTTP answer is used from then on;
-//! - one `GET /v2/` per registry and protocol, whose `WWW-Authenticate`
-//!   says how to authenticate;
+//!   protocol that gets any HTTP answer is used from then on;
+//! - no `GET /v2/` ping: the manifest request is the first request, and the
+//!   `WWW-Authenticate` of a 401 says how to authenticate; that challenge is
+//!   kept per registry and protocol, so later lookups authenticate at once.
+//!   This is containerd's resolver's way; oci-client's ping would cost every
+//!   first lookup of a registry one more round trip, for nothing where the
+//!   registry needs no authentication;
 //! - bearer tokens reused per registry, repository scope and credential
 //!   ([`super::auth`]), never across credentials.
 //!
@@ -29,7 +33,6 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
 use reqwest::{Method, StatusCode};
 use sha2::{Digest, Sha256, Sha512};
-use tokio::sync::OnceCell;
 
 use super::auth::{Challenge, Identity, TokenAnswer, TokenCache, TokenKey};
 use super::sources::{Certificate, Sources};
@@ -83,8 +86,29 @@ enum ClientKind {
 struct RegistryState {
     /// The protocol that answered, once one did.
     decided: Mutex<Option<Protocol>>,
-    /// The `/v2/` answer per protocol (by [`Protocol::index`]).
-    pings: [OnceCell<Challenge>; 3],
+    /// The challenge of the registry's first 401 per protocol (by [`Protocol::index`]).
+    challenges: [Mutex<Option<Challenge>>; 3],
+}
+
+impl RegistryState {
+    fn challenge(&self, protocol: Protocol) -> Option<Challenge> {
+        self.challenges[protocol.index()]
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+    }
+
+    fn remember(&self, protocol: Protocol, challenge: &Challenge) {
+        if let Ok(mut known) = self.challenges[protocol.index()].lock() {
+            known.get_or_insert_with(|| challenge.clone());
+        }
+    }
+
+    fn decide(&self, protocol: Protocol) {
+        if let Ok(mut decided) = self.decided.lock() {
+            decided.get_or_insert(protocol);
+        }
+    }
 }
 
 /// A place a lookup writes the URL it is working on, for the time-out's text.
@@ -186,38 +210,19 @@ impl Pool {
         Ok(client)
     }
 
-    /// `GET /v2/` once per registry and protocol; what it challenges for.
-    async fn ping(
-        &self,
-        state: &RegistryState,
-        protocol: Protocol,
-        client: &reqwest::Client,
-        host: &str,
-    ) -> Result<Challenge, reqwest::Error> {
-        let cell = &state.pings[protocol.index()];
-        cell.get_or_try_init(|| async {
-            let url = format!("{}://{host}/v2/", protocol.scheme());
-            let response = client.get(url).send().await?;
-            let challenge =
-                Challenge::from_header(response.headers().get(reqwest::header::WWW_AUTHENTICATE));
-            // read the body so that the connection goes back to the pool
-            let _ = response.bytes().await;
-            Ok(challenge)
-        })
-        .await
-        .cloned()
-    }
-
-    /// Find the protocol (once per registry), ping, and authorize: a session
-    /// ready to ask for `reference`'s manifest. Transport errors carry the
-    /// manifest URL, as oci-client's do (its ping failures are silent and the
-    /// manifest request fails the same way).
-    async fn connect(
+    /// Sends `method` for the manifest of `reference`: over the registry's protocol (on first
+    /// contact, the first candidate that gets an HTTP answer), with the authorization its
+    /// known challenge asks for. Without one, the request goes unauthenticated and a 401's
+    /// challenge is kept and answered once. Transport errors carry the manifest URL, as
+    /// oci-client's do.
+    async fn open(
         &self,
         reference: &Reference,
         auth: &RegistryAuth,
+        method: Method,
+        accept: &[&str],
         slot: &UrlSlot,
-    ) -> Result<Session<'_>, RegistryError> {
+    ) -> Result<(Session<'_>, reqwest::Response), RegistryError> {
         let host = reference.resolve_registry();
         let state = self.registry(host);
         let all = self.protocols(host);
@@ -233,26 +238,45 @@ impl Pool {
                 s.clone_from(&url);
             }
             let client = self.client(protocol, host)?;
-            match self.ping(&state, protocol, &client, host).await {
-                Ok(challenge) => {
-                    if let Ok(mut d) = state.decided.lock() {
-                        d.get_or_insert(protocol);
-                    }
-                    let authorization = self.authorize(&client, &challenge, reference, auth).await;
-                    return Ok(Session {
-                        pool: self,
-                        client,
-                        url,
-                        authorization,
-                    });
+            let known = state.challenge(protocol);
+            let challenge = known.clone().unwrap_or(Challenge::None);
+            let authorization = self.authorize(&client, &challenge, reference, auth).await;
+            let mut session = Session {
+                pool: self,
+                client,
+                url,
+                authorization,
+            };
+            let response = match session.send(method.clone(), accept).await {
+                Ok(response) => response,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
                 }
-                Err(e) => last = Some(relabel(e, &url)),
+            };
+            state.decide(protocol);
+            if response.status() != StatusCode::UNAUTHORIZED || known.is_some() {
+                return Ok((session, response));
             }
+            let challenge =
+                Challenge::from_header(response.headers().get(reqwest::header::WWW_AUTHENTICATE));
+            state.remember(protocol, &challenge);
+            let authorization = self
+                .authorize(&session.client, &challenge, reference, auth)
+                .await;
+            if matches!(authorization, Authorization::None)
+                || !matches!(session.authorization, Authorization::None)
+            {
+                return Ok((session, response));
+            }
+            // the body goes, so that the connection returns to the pool
+            let _ = response.bytes().await;
+            session.authorization = authorization;
+            let response = session.send(method, accept).await?;
+            return Ok((session, response));
         }
-        Err(match last {
-            Some(e) => OciDistributionError::from(e).into(),
-            None => RegistryError::BuildImmutableReference("no protocol to try".into()),
-        })
+        Err(last
+            .unwrap_or_else(|| RegistryError::BuildImmutableReference("no protocol to try".into())))
     }
 
     /// The authorization for `auth` given the registry's challenge. A token
@@ -313,8 +337,9 @@ impl Pool {
         auth: &RegistryAuth,
         slot: &UrlSlot,
     ) -> Result<String, RegistryError> {
-        let session = self.connect(reference, auth, slot).await?;
-        let head = session.send(Method::HEAD, MANIFEST_MEDIA_TYPES).await?;
+        let (session, head) = self
+            .open(reference, auth, Method::HEAD, MANIFEST_MEDIA_TYPES, slot)
+            .await?;
         let header = digest_header(head.headers())?;
         let status = head.status();
         if let Some(digest) = header {
@@ -347,8 +372,10 @@ impl Pool {
         accept: &[&str],
         slot: &UrlSlot,
     ) -> Result<(Vec<u8>, String), RegistryError> {
-        let session = self.connect(reference, auth, slot).await?;
-        session.get_manifest(reference, accept).await
+        let (session, response) = self
+            .open(reference, auth, Method::GET, accept, slot)
+            .await?;
+        session.manifest_of(reference, response).await
     }
 }
 
@@ -401,6 +428,15 @@ impl Session<'_> {
         accept: &[&str],
     ) -> Result<(Vec<u8>, String), RegistryError> {
         let response = self.send(Method::GET, accept).await?;
+        self.manifest_of(reference, response).await
+    }
+
+    /// The body and verified digest of a manifest `response`.
+    async fn manifest_of(
+        &self,
+        reference: &Reference,
+        response: reqwest::Response,
+    ) -> Result<(Vec<u8>, String), RegistryError> {
         let status = response.status();
         let header = digest_header(response.headers())?;
         let body = response.bytes().await.map_err(OciDistributionError::from)?;
@@ -415,14 +451,6 @@ fn server_error(status: StatusCode, url: String, body: &[u8]) -> OciDistribution
         code: status.as_u16(),
         url,
         message: String::from_utf8_lossy(body).into_owned(),
-    }
-}
-
-/// A transport error of the ping, told with the manifest URL.
-fn relabel(error: reqwest::Error, url: &str) -> reqwest::Error {
-    match reqwest::Url::parse(url) {
-        Ok(url) => error.with_url(url),
-        Err(_) => error,
     }
 }
 

@@ -1,6 +1,7 @@
-//! The pooled client's rules, against [`super::test_registry`]: one `/v2/`
-//! ping and one protocol decision per registry, kept-alive connections, and
-//! bearer tokens that never cross credentials or repository scopes.
+//! The pooled client's rules, against [`super::test_registry`]: no `/v2/`
+//! ping, one protocol decision and one challenge per registry, kept-alive
+//! connections, and bearer tokens that never cross credentials or repository
+//! scopes.
 
 use std::time::Duration;
 
@@ -30,14 +31,16 @@ fn token_for(authorization: Option<&str>) -> String {
     format!("tok-{}", basic.as_deref().unwrap_or("anonymous"))
 }
 
-/// A registry with token authentication: `/v2/` challenges, `/token` gives
-/// [`token_for`] the credential, manifests need a token.
+/// A registry with token authentication: `/token` gives [`token_for`] the
+/// credential, manifests need a token, and every 401 challenges (as
+/// distribution's does).
 fn bearer_registry(seen: &Seen, addr: &str) -> Reply {
+    let challenge = Reply::new(401).header(
+        "WWW-Authenticate",
+        &format!("Bearer realm=\"http://{addr}/token\",service=\"test\""),
+    );
     if seen.path == "/v2/" {
-        return Reply::new(401).header(
-            "WWW-Authenticate",
-            &format!("Bearer realm=\"http://{addr}/token\",service=\"test\""),
-        );
+        return challenge;
     }
     if seen.path.starts_with("/token") {
         let body = format!(
@@ -51,7 +54,7 @@ fn bearer_registry(seen: &Seen, addr: &str) -> Reply {
             .header("Docker-Content-Digest", &manifest_digest())
             .header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
             .body(MANIFEST),
-        _ => Reply::new(401),
+        _ => challenge,
     }
 }
 
@@ -121,6 +124,7 @@ async fn a_token_obtained_for_one_credential_is_never_sent_for_another() {
     assert_eq!(
         manifest_authorizations(&registry),
         vec![
+            None,
             bearer("tok-alice-pw-a"),
             bearer("tok-bob-pw-b"),
             bearer("tok-alice-pw-a"),
@@ -130,7 +134,42 @@ async fn a_token_obtained_for_one_credential_is_never_sent_for_another() {
     );
     // alice's token was reused once; every other credential asked for its own
     assert_eq!(registry.count("GET", "/token"), 4);
-    assert_eq!(registry.pings(), 1);
+    // the first lookup learnt the challenge from its 401; the others authenticated at once
+    assert_eq!(registry.pings(), 0);
+    assert_eq!(registry.count("GET", "/v2/team/app/manifests/"), 6);
+}
+
+#[tokio::test]
+async fn the_first_401_is_answered_once_and_a_refused_credential_reports_it() {
+    // basic authentication: a 401 without credentials is answered with them
+    let registry = TestRegistry::start(|seen: &Seen, _: &str| match &seen.authorization {
+        Some(a) if a.starts_with("Basic ") => Reply::new(200)
+            .header("Docker-Content-Digest", &manifest_digest())
+            .body(MANIFEST),
+        _ => Reply::new(401).header("WWW-Authenticate", "Basic realm=\"test\""),
+    })
+    .await;
+    let client = client_for(&[&registry], Duration::from_secs(5));
+    let image = format!("{}/team/app:1", registry.addr);
+    assert_eq!(
+        lookup(&client, &image, basic("alice", "pw")).await,
+        Ok(manifest_digest())
+    );
+    assert_eq!(
+        lookup(&client, &image, basic("alice", "pw")).await,
+        Ok(manifest_digest())
+    );
+    let sent: Vec<bool> = manifest_authorizations(&registry)
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    assert_eq!(sent, vec![false, true, true]);
+    // anonymous: nothing to answer the challenge with, the 401 is the answer
+    let error = lookup(&client, &image, RegistryAuth::Anonymous)
+        .await
+        .expect_err("anonymous is refused");
+    assert!(error.contains("Not authorized"), "{error}");
+    assert_eq!(registry.pings(), 0);
 }
 
 #[tokio::test]
@@ -152,7 +191,7 @@ async fn tokens_are_scoped_to_one_repository() {
 }
 
 #[tokio::test]
-async fn one_ping_one_protocol_decision_and_one_connection_per_registry() {
+async fn no_ping_one_protocol_decision_and_one_connection_per_registry() {
     let registry = TestRegistry::start(open_registry).await;
     let client = client_for(&[&registry], Duration::from_secs(5));
     for i in 0..5 {
@@ -162,7 +201,7 @@ async fn one_ping_one_protocol_decision_and_one_connection_per_registry() {
             .map_err(|e| e.to_string());
         assert_eq!(digest, Ok(manifest_digest()));
     }
-    assert_eq!(registry.pings(), 1);
+    assert_eq!(registry.pings(), 0);
     assert_eq!(registry.count("HEAD", "/v2/bench/"), 5);
     assert_eq!(registry.count("GET", "/v2/bench/"), 0);
     assert_eq!(registry.http_connections(), 1);
