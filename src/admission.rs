@@ -4,7 +4,10 @@
 //! a malformed request is reported precisely instead of failing as a whole.
 
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
+
+use crate::object::{Metadata, Object};
 
 /// What the host passes to `validate`: the policy's settings and the admission request.
 #[derive(Debug, Clone, Deserialize)]
@@ -38,10 +41,10 @@ pub struct AdmissionRequest {
     /// CREATE, UPDATE, DELETE or CONNECT.
     #[serde(deserialize_with = "null_as_default")]
     pub operation: Operation,
-    /// The object as it would be stored.
-    pub object: Value,
-    /// The object before an UPDATE.
-    pub old_object: Value,
+    /// The object as it would be stored, as JSON ([`AdmissionRequest::object`] reads it).
+    pub object: Option<Box<RawValue>>,
+    /// The object before an UPDATE, as JSON.
+    pub old_object: Option<Box<RawValue>>,
 }
 
 /// The group, version and kind of the request's object.
@@ -78,19 +81,28 @@ pub enum Operation {
 }
 
 impl AdmissionRequest {
+    /// The object as it would be stored.
+    pub fn object(&self) -> Object<'_> {
+        Object::new(self.object.as_deref())
+    }
+
+    /// The object before an UPDATE.
+    pub fn old_object(&self) -> Object<'_> {
+        Object::new(self.old_object.as_deref())
+    }
+
     /// The object's name as people know it: the request name, else `metadata.name`, else the
     /// server-side `generateName` prefix followed by `*`.
-    pub fn display_name(&self) -> String {
+    pub fn display_name(&self, metadata: &Metadata) -> String {
         if !self.name.is_empty() {
             return self.name.clone();
         }
-        let metadata = &self.object["metadata"];
-        if let Some(name) = metadata["name"].as_str().filter(|n| !n.is_empty()) {
-            return name.to_owned();
+        if !metadata.name.is_empty() {
+            return metadata.name.clone();
         }
-        match metadata["generateName"].as_str() {
-            Some(prefix) if !prefix.is_empty() => format!("{prefix}*"),
-            _ => "(unnamed)".to_owned(),
+        match metadata.generate_name.as_str() {
+            "" => "(unnamed)".to_owned(),
+            prefix => format!("{prefix}*"),
         }
     }
 }
@@ -109,14 +121,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn payload(value: Value) -> Result<ValidationPayload, serde_json::Error> {
+        serde_json::from_str(&value.to_string())
+    }
+
     #[test]
     fn tolerates_nulls_and_unknown_operations() {
-        let payload: ValidationPayload = serde_json::from_value(json!({
+        let payload = payload(json!({
             "settings": null,
             "request": {"uid": null, "kind": null, "namespace": null, "operation": "PATCH",
                         "object": null, "requestResource": {"group": "", "resource": "pods"}}
         }))
         .unwrap();
+        assert!(payload.request.object.is_none());
         assert_eq!(payload.request.operation, Operation::Other);
         assert_eq!(payload.request.kind, GroupVersionKind::default());
         assert!(payload.request.namespace.is_empty());
@@ -124,23 +141,26 @@ mod tests {
 
     #[test]
     fn display_name_falls_back_to_generate_name() {
-        let request = AdmissionRequest {
-            object: json!({"metadata": {"generateName": "web-7d9f-"}}),
-            ..Default::default()
+        let name = |object: Value| {
+            let request = payload(json!({"request": {"object": object}}))
+                .unwrap()
+                .request;
+            request.display_name(&request.object().metadata())
         };
-        assert_eq!(request.display_name(), "web-7d9f-*");
-        let named = AdmissionRequest {
-            object: json!({"metadata": {"name": "web"}}),
-            ..Default::default()
-        };
-        assert_eq!(named.display_name(), "web");
+        assert_eq!(
+            name(json!({"metadata": {"generateName": "web-7d9f-"}})),
+            "web-7d9f-*"
+        );
+        assert_eq!(name(json!({"metadata": {"name": "web"}})), "web");
+        assert_eq!(name(json!({"metadata": {"name": ""}})), "(unnamed)");
+        assert_eq!(name(json!(null)), "(unnamed)");
     }
 
     #[test]
     fn wrong_types_are_errors_not_panics() {
-        let result = serde_json::from_value::<ValidationPayload>(json!({"request": {"kind": 7}}));
+        let result = payload(json!({"request": {"kind": 7}}));
         assert!(result.is_err());
-        let result = serde_json::from_value::<ValidationPayload>(json!({"settings": {}}));
+        let result = payload(json!({"settings": {}}));
         assert!(result.unwrap_err().to_string().contains("request"));
     }
 }

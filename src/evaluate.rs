@@ -85,7 +85,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
 fn answer(
     request: &AdmissionRequest,
     plan: Plan,
-    lookups: &Lookups,
+    lookups: &Lookups<'_>,
     judgement: Judgement,
     settings: &Settings,
 ) -> Decision {
@@ -115,14 +115,13 @@ fn answer(
         );
     }
     if decision.accepted && settings.pin_digests && !judgement.pins.is_empty() {
-        decision.mutated_object = Some(pin(&request.object, &judgement.pins));
+        decision.mutated_object = Some(pin(request.object().value(), &judgement.pins));
     }
     decision
 }
 
 /// `object` with each image at a pointer replaced by its pinned form.
-fn pin(object: &Value, pins: &[(String, String)]) -> Value {
-    let mut pinned = object.clone();
+fn pin(mut pinned: Value, pins: &[(String, String)]) -> Value {
     for (pointer, image) in pins {
         if let Some(field) = pinned.pointer_mut(pointer) {
             *field = Value::String(image.clone());

@@ -30,12 +30,12 @@ pub struct Judgement {
 }
 
 /// What judging one request needs at hand.
-struct Judge<'a, H: Host> {
+struct Judge<'a, 's, H: Host> {
     plan: &'a Plan,
     settings: &'a Settings,
     budget: &'a Budget,
     host: &'a H,
-    lookups: &'a mut Lookups,
+    lookups: &'a mut Lookups<'s>,
     platforms: PlatformChecker<'a, H>,
     node_images: NodeImages<'a, H>,
     judgement: Judgement,
@@ -44,7 +44,7 @@ struct Judge<'a, H: Host> {
 /// Judges every check of `plan`, looking up what the batch did not already answer.
 pub fn judge(
     plan: &Plan,
-    lookups: &mut Lookups,
+    lookups: &mut Lookups<'_>,
     settings: &Settings,
     budget: &Budget,
     host: &impl Host,
@@ -82,7 +82,7 @@ pub fn judge(
     judgement
 }
 
-impl<H: Host> Judge<'_, H> {
+impl<H: Host> Judge<'_, '_, H> {
     /// Why `check`'s image will not (or may not) pull, if it will not.
     fn check(&mut self, pod: &Pod, check: &Check) -> Option<Failure> {
         let image = match &check.reference {
@@ -184,7 +184,7 @@ fn explain(
     pod: &Pod,
     check: &Check,
     plan: &Plan,
-    lookups: &Lookups,
+    lookups: &Lookups<'_>,
     settings: &Settings,
 ) -> Failure {
     let Ok(reference) = &check.reference else {

@@ -37,6 +37,7 @@ pub mod lookup;
 pub mod lookup_scope;
 pub mod mirrors;
 pub mod node_images;
+pub mod object;
 pub mod plan;
 pub mod platforms;
 pub mod pull_secrets;

@@ -129,28 +129,31 @@ struct LookupKey {
 
 /// The lookups of one request, each made at most once.
 #[derive(Debug)]
-pub struct Lookups {
-    scope: LookupScope,
+pub struct Lookups<'s> {
+    scope: &'s LookupScope,
+    /// What the scope says of each registry asked about (few per request).
+    refusals: Vec<(String, Option<Failure>)>,
     results: BTreeMap<LookupKey, LookupResult>,
     credentialed: bool,
     /// Why credentialed lookups were not used although enabled.
     pub fallback: Option<String>,
 }
 
-impl Lookups {
+impl<'s> Lookups<'s> {
     /// Starts the request's lookups. With `credentialed` (and every pod's secrets read), every
     /// location of every check is looked up at once through the credentialed capability;
     /// otherwise, or if the host cannot do it, [`Lookups::at`] asks the stock capability on
     /// demand.
     pub fn start(
         pods: &[Pod],
-        scope: &LookupScope,
+        scope: &'s LookupScope,
         credentialed: bool,
         budget: &Budget,
         host: &impl Host,
     ) -> Self {
         let mut lookups = Lookups {
-            scope: scope.clone(),
+            scope,
+            refusals: Vec::new(),
             results: BTreeMap::new(),
             credentialed: false,
             fallback: None,
@@ -189,13 +192,23 @@ impl Lookups {
         if let Some(result) = self.results.get(&key) {
             return result.clone();
         }
-        let result = if let Some(refusal) = self.scope.refusal(reference) {
-            Err(refusal)
-        } else {
-            budget.call(host, || host.manifest_digest(&key.reference))
+        let result = match self.refusal(reference) {
+            Some(refusal) => Err(refusal),
+            None => budget.call(host, || host.manifest_digest(&key.reference)),
         };
         self.results.insert(key, result.clone());
         result
+    }
+
+    /// [`LookupScope::refusal`], asked once per registry.
+    fn refusal(&mut self, reference: &ImageReference) -> Option<Failure> {
+        let registry = reference.registry();
+        if let Some((_, known)) = self.refusals.iter().find(|(r, _)| r == registry) {
+            return known.clone();
+        }
+        let refusal = self.scope.refusal(reference);
+        self.refusals.push((registry.to_owned(), refusal.clone()));
+        refusal
     }
 
     /// Where a node pulling `image` through `chain` for `pod` finds it, or why it does not.

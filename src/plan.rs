@@ -4,14 +4,13 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-
 use crate::admission::{AdmissionRequest, Operation};
 use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
 use crate::failure::{Failure, FailureKind};
 use crate::host::Host;
 use crate::mirrors::Location;
+use crate::object::{Metadata, Object};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
 use crate::report::Resource;
@@ -152,20 +151,23 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
     };
     if !matches!(request.operation, Operation::Create | Operation::Update)
         || settings.is_namespace_exempt(&request.namespace)
-        || target.is_mirror_pod(&request.object)
     {
+        return Planned::Nothing;
+    }
+    let metadata = request.object().metadata();
+    if target.is_mirror_pod(&metadata) {
         return Planned::Nothing;
     }
     let resource = Resource {
         kind: target.kind_name().to_owned(),
         namespace: request.namespace.clone(),
-        name: request.display_name(),
+        name: request.display_name(&metadata),
     };
-    let mut pods = match target.pods(&request.object) {
+    let mut pods = match target.pods(request.object()) {
         Ok(pods) => pods,
         Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
     };
-    if target.is_owned_pod(&request.object, settings) {
+    if target.is_owned_pod(&metadata, settings) {
         // Its owner was the admission point; only ephemeral containers (kubectl debug) are
         // added to a Pod after its controller created it.
         for pod in &mut pods {
@@ -174,7 +176,7 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         }
     }
     if request.operation == Operation::Update {
-        let old_pods = target.pods(&request.old_object).unwrap_or_default();
+        let old_pods = target.pods(request.old_object()).unwrap_or_default();
         let running: HashSet<String> = old_pods
             .iter()
             .flat_map(|pod| &pod.checks)
@@ -254,29 +256,24 @@ impl<'a> Target<'a> {
 
     /// True for the API's copy of a static Pod, which the kubelet runs from its own files:
     /// never checked.
-    fn is_mirror_pod(&self, object: &Value) -> bool {
+    fn is_mirror_pod(&self, metadata: &Metadata) -> bool {
         matches!(self, Target::Builtin(WorkloadKind::Pod))
-            && object["metadata"]["annotations"]
-                .get(MIRROR_POD_ANNOTATION)
-                .is_some()
+            && metadata.annotations.contains_key(MIRROR_POD_ANNOTATION)
     }
 
     /// True for a Pod that a controller the policy checks created (its template was judged
     /// when the controller was admitted), unless `ownedPods` is `check`.
-    fn is_owned_pod(&self, object: &Value, settings: &Settings) -> bool {
+    fn is_owned_pod(&self, metadata: &Metadata, settings: &Settings) -> bool {
         if !matches!(self, Target::Builtin(WorkloadKind::Pod)) {
             return false;
         }
-        let metadata = &object["metadata"];
         settings.owned_pods == OwnedPods::Skip
-            && metadata["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|owner| owner["controller"] == Value::Bool(true))
+            && metadata
+                .owner_references
+                .iter()
+                .filter(|owner| owner.controller)
                 .any(|owner| {
-                    let api_version = owner["apiVersion"].as_str().unwrap_or_default();
-                    let kind = owner["kind"].as_str().unwrap_or_default();
+                    let (api_version, kind) = (owner.api_version.as_str(), owner.kind.as_str());
                     let (group, version) =
                         api_version.rsplit_once('/').unwrap_or(("", api_version));
                     WorkloadKind::from_group_kind(group, kind)
@@ -296,11 +293,11 @@ impl<'a> Target<'a> {
     }
 
     /// The pod specs of `object`, each with a check per container.
-    fn pods(&self, object: &Value) -> Result<Vec<Pod>, WorkloadError> {
+    fn pods(&self, object: Object<'_>) -> Result<Vec<Pod>, WorkloadError> {
         let (specs, fields) = match self {
             Target::Builtin(kind) => (vec![read_pod_spec(*kind, object)?], None),
             Target::Custom(custom) => {
-                let found = custom.extract(object)?;
+                let found = custom.extract(&object.value())?;
                 (found.pod_specs, Some(found.fields))
             }
         };

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::object::Object;
 use crate::reference::ImageReference;
 use crate::scheduling::Placement;
 
@@ -272,6 +273,28 @@ struct SecretReference {
     name: String,
 }
 
+/// `{spec}/{field}/{index}/image`, built without the formatting machinery: one is made for
+/// every container of every request.
+fn image_pointer(spec: &str, field: &str, index: usize) -> String {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = index;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let index = std::str::from_utf8(&digits[start..]).unwrap_or("0");
+    let mut pointer = String::with_capacity(spec.len() + field.len() + index.len() + 8);
+    for part in [spec, "/", field, "/", index, "/image"] {
+        pointer.push_str(part);
+    }
+    pointer
+}
+
 /// Treats an explicit JSON `null` like an absent field.
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -281,15 +304,27 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// Reads the pod spec of an object of `kind`.
-pub fn read_pod_spec(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
-    let mut spec = read_pod_spec_at(kind.pod_spec_pointer(), object)?;
+/// Reads the pod spec of an object of `kind`, straight from its JSON.
+pub fn read_pod_spec(kind: WorkloadKind, object: Object<'_>) -> Result<PodSpecView, WorkloadError> {
+    let pointer = kind.pod_spec_pointer();
+    let missing = || WorkloadError::MissingPodSpec {
+        pointer: pointer.to_owned(),
+    };
+    let raw = object
+        .at(pointer)
+        .filter(|raw| raw.get() != "null")
+        .ok_or_else(missing)?;
+    let fields = serde_json::from_str(raw.get()).map_err(|e| WorkloadError::Malformed {
+        pointer: pointer.to_owned(),
+        reason: without_position(&e),
+    })?;
+    let mut spec = view(fields, pointer);
     spec.admitted_pod = kind == WorkloadKind::Pod;
     spec.daemon_set = kind == WorkloadKind::DaemonSet;
     Ok(spec)
 }
 
-/// Reads the pod spec at a JSON `pointer` of `object`.
+/// Reads the pod spec at a JSON `pointer` of `object` (a custom kind's, found by JSONPath).
 pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, WorkloadError> {
     let spec = match object.pointer(pointer) {
         None | Some(Value::Null) => {
@@ -302,6 +337,21 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
             reason: e.to_string(),
         })?,
     };
+    Ok(view(spec, pointer))
+}
+
+/// A decoding error as a `Value` would have told it: without the position in the text.
+fn without_position(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_owned(),
+        None => text,
+    }
+}
+
+/// The pod spec at `pointer`, its containers each with the pointer to its image.
+fn view(spec: PodSpecFields, pointer: &str) -> PodSpecView {
     let lists = [
         (ContainerList::Init, "initContainers", spec.init_containers),
         (ContainerList::Regular, "containers", spec.containers),
@@ -322,11 +372,11 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
                     name: container.name,
                     image: container.image.unwrap_or_default(),
                     pull_policy: container.image_pull_policy,
-                    pointer: format!("{pointer}/{field}/{index}/image"),
+                    pointer: image_pointer(pointer, field, index),
                 })
         })
         .collect();
-    Ok(PodSpecView {
+    PodSpecView {
         containers,
         image_pull_secrets: spec
             .image_pull_secrets
@@ -339,13 +389,19 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
         tolerations: spec.tolerations,
         admitted_pod: false,
         daemon_set: false,
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Reads the pod spec of `object` from its JSON, as a request's object is read.
+    fn read(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
+        let raw = serde_json::value::to_raw_value(object).expect("raw");
+        read_pod_spec(kind, Object::new(Some(&raw)))
+    }
 
     #[test]
     fn every_kind_maps_from_its_group() {
@@ -380,7 +436,7 @@ mod tests {
             "containers": [{"name": "app", "image": "a:1", "imagePullPolicy": "Always"}],
             "initContainers": [{"name": "init", "image": "b:1"}],
             "ephemeralContainers": [{"name": "debug", "image": "c:1"}]}});
-        let images = read_pod_spec(WorkloadKind::Pod, &pod).unwrap().containers;
+        let images = read(WorkloadKind::Pod, &pod).unwrap().containers;
         let summary: Vec<_> = images
             .iter()
             .map(|c| {
@@ -403,10 +459,22 @@ mod tests {
     }
 
     #[test]
+    fn image_pointers_name_the_field() {
+        for (index, expected) in [
+            (0, "/spec/containers/0/image"),
+            (7, "/spec/containers/7/image"),
+            (10, "/spec/containers/10/image"),
+            (1234, "/spec/containers/1234/image"),
+        ] {
+            assert_eq!(image_pointer("/spec", "containers", index), expected);
+        }
+    }
+
+    #[test]
     fn missing_image_is_empty_not_an_error() {
         let pod = json!({"spec": {"containers": [{"name": "app"}]}});
         assert_eq!(
-            read_pod_spec(WorkloadKind::Pod, &pod).unwrap().containers[0].image,
+            read(WorkloadKind::Pod, &pod).unwrap().containers[0].image,
             ""
         );
     }
@@ -415,16 +483,25 @@ mod tests {
     fn missing_or_malformed_specs_are_explained() {
         let deployment = json!({"spec": {"replicas": 1}});
         assert_eq!(
-            read_pod_spec(WorkloadKind::Deployment, &deployment),
+            read(WorkloadKind::Deployment, &deployment),
             Err(WorkloadError::MissingPodSpec {
                 pointer: "/spec/template/spec".to_owned()
             })
         );
         let malformed = json!({"spec": {"containers": [{"name": "app", "image": 7}]}});
-        let error = read_pod_spec(WorkloadKind::Pod, &malformed).unwrap_err();
+        let error = read(WorkloadKind::Pod, &malformed).unwrap_err();
         assert!(error.to_string().contains("/spec is malformed"), "{error}");
+        // read from the text, told as from a Value: the same reason, without a position
+        assert_eq!(Err(error), read_pod_spec_at("/spec", &malformed));
         let not_a_list = json!({"spec": {"containers": "nginx"}});
-        assert!(read_pod_spec(WorkloadKind::Pod, &not_a_list).is_err());
+        assert!(read(WorkloadKind::Pod, &not_a_list).is_err());
+        let null_spec = json!({"spec": null});
+        assert_eq!(
+            read(WorkloadKind::Pod, &null_spec),
+            Err(WorkloadError::MissingPodSpec {
+                pointer: "/spec".to_owned()
+            })
+        );
     }
 
     #[test]
