@@ -66,13 +66,10 @@ teardown() {
 }
 
 # run_recorded REQUEST [HOST OPTIONS...]: policy_run, recording the host calls into $SESSION
-# (a new file each time), kept for the suite-wide secret scan.
+# (a new file each time; policy_run keeps it for the suite-wide secret scan).
 run_recorded() {
   rm -f "$SESSION"
   policy_run "$@" --record-host-capabilities-interactions "$SESSION"
-  local rc=$?
-  keep_session "$SESSION"
-  return "$rc"
 }
 
 # assert_nothing_says TEXT...: neither the response nor anything else on stdout contains TEXT.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Secrets are secrets: after every other suite has run (through `make e2e-tests`, which sets
 # E2E_TRANSCRIPT_DIR and empties it first), scan everything the host printed in the whole run,
-# and every recorded session, for the credentials the fixtures use.
+# every session it recorded (policy_run keeps them) and the committed sessions, for the
+# credentials the fixtures use; and the pull secrets in the recorded sessions, decoded.
 
 load lib/common
 
@@ -28,6 +29,36 @@ credentials() {
     [[ -n "$secret" ]] || continue
     if grep -F -l -- "$secret" "${files[@]}"; then
       echo "a credential (${#secret} characters) appears in the files above" >&2
+      leaks=$((leaks + 1))
+    fi
+  done < <(credentials)
+  ((leaks == 0))
+}
+
+# decoded_pull_secrets FILE: the Docker config of every pull secret in the sessions of FILE,
+# decoded from base64, one a line (a credential inside is base64 twice over in the session).
+decoded_pull_secrets() {
+  grep -oE '\.docker(configjson|cfg)[\\"]*:[\\" ]*[A-Za-z0-9+/=]{8,}' "$1" |
+    grep -oE '[A-Za-z0-9+/=]{8,}$' |
+    while IFS= read -r encoded; do
+      printf '%s' "$encoded" | base64 -d 2>/dev/null || true
+      echo
+    done
+}
+
+@test "the pull secrets of recorded sessions keep their registries and lose their credentials" {
+  [[ -n "${E2E_TRANSCRIPT_DIR:-}" ]] || skip "run through 'make e2e-tests', which keeps every recorded session"
+  local sessions="$E2E_TRANSCRIPT_DIR/redacting-sessions.log" decoded secret leaks=0
+  [[ -s "$sessions" ]] || { echo "no session was recorded by a host that redacts" >&2; return 1; }
+  decoded="$BATS_TEST_TMPDIR/pull-secrets.txt"
+  decoded_pull_secrets "$sessions" >"$decoded"
+  # The scan must see pull secrets, or it proves nothing.
+  grep -qF '"auths"' "$decoded" || { echo "no recorded session holds a pull secret" >&2; return 1; }
+  grep -qF '<redacted>' "$decoded" || { echo "no recorded pull secret is redacted" >&2; return 1; }
+  while IFS= read -r secret; do
+    [[ -n "$secret" ]] || continue
+    if grep -qF -- "$secret" "$decoded"; then
+      echo "a credential (${#secret} characters) is in a recorded pull secret" >&2
       leaks=$((leaks + 1))
     fi
   done < <(credentials)

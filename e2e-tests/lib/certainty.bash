@@ -85,14 +85,6 @@ assert_session_empty() {
   [[ -z "$(session_kinds "$1")" ]] || { printf 'expected no host call in %s:\n' "$1" >&2; session_requests "$1" >&2; return 1; }
 }
 
-# keep_session FILE: appends a recorded session to the run's transcript, so 99-no-leak.bats
-# scans it with every other output (no-op outside `make e2e-tests`).
-keep_session() {
-  [[ -n "${E2E_TRANSCRIPT_DIR:-}" && -s "$1" ]] || return 0
-  mkdir -p "$E2E_TRANSCRIPT_DIR"
-  cat "$1" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
-}
-
 # _helper_dir NAME: the directory of helper process NAME, next to the registries; a process
 # still running under that name is stopped first, so no pid is ever lost.
 _helper_dir() {

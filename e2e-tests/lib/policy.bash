@@ -166,8 +166,8 @@ policy_run() {
     "${cmd[@]}"
     return
   fi
-  # Keep everything the host printed (answers, warnings, annotations, guest logs) for the
-  # suite-wide secret scan in 99-no-leak.bats.
+  # Keep everything the host printed (answers, warnings, annotations, guest logs) and every
+  # session it recorded for the suite-wide secret scan in 99-no-leak.bats.
   local out err rc=0
   out=$(mktemp) err=$(mktemp)
   "${cmd[@]}" >"$out" 2>"$err" || rc=$?
@@ -176,7 +176,25 @@ policy_run() {
   mkdir -p "$E2E_TRANSCRIPT_DIR"
   cat "$out" "$err" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
   rm -f "$out" "$err"
+  _keep_recorded_session "${opts[@]}"
   return "$rc"
+}
+
+# _keep_recorded_session [HOST OPTIONS...]: appends the session the options had recorded to
+# the transcript: to policy-run.log, which every scan reads, and to redacting-sessions.log when
+# the host redacts pull secrets in what it records (the test host, a kwctl built from
+# upstream/kubewarden; stock kwctl records a Secret as the API server answered it).
+_keep_recorded_session() {
+  local session=""
+  while (($#)); do
+    [[ "$1" == --record-host-capabilities-interactions ]] && session=${2:-}
+    shift
+  done
+  [[ -n "$session" && -s "$session" ]] || return 0
+  cat "$session" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
+  if ! on_kwctl || kwctl_is_patched; then
+    cat "$session" >>"$E2E_TRANSCRIPT_DIR/redacting-sessions.log"
+  fi
 }
 
 # _fail_with MESSAGE: prints MESSAGE and the response, and fails the assertion.

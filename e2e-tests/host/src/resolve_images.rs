@@ -34,7 +34,7 @@ pub const MAX_LOOKUPS: usize = 100;
 /// in one round trip, few enough not to look like an attack to a registry.
 pub const DEFAULT_PER_REGISTRY: usize = 16;
 /// What a recorded credential value looks like.
-const REDACTED: &str = "<redacted>";
+pub const REDACTED: &str = "<redacted>";
 
 /// One credential the kubelet would try. Serializes with every value
 /// replaced by `<redacted>`; equality only looks at which fields are set,

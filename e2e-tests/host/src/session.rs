@@ -5,6 +5,12 @@
 //! kind, e.g. `!OciManifestDigest\nimage: busybox\n`. Errors are recorded as
 //! their top-level message only (anyhow's `Display`), so a replayed error has
 //! no "Caused by:" part, just like with kwctl.
+//!
+//! Registry credentials never reach a session file: `resolve_images` requests
+//! record theirs as `<redacted>` (see `resolve_images.rs`), and pull secrets
+//! answered by the Kubernetes capabilities are recorded with the credentials
+//! of their Docker config redacted ([`redact_pull_secrets`]), as the patched
+//! kwctl of `upstream/kubewarden` records them.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::callback_requests::CallbackRequestType;
 use crate::capabilities::Backend;
+use crate::resolve_images::REDACTED;
 
 /// The answer given to one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,8 +83,10 @@ impl Backend for Recorder {
         let result = self.inner.evaluate(request);
         let response = match &result {
             Ok(payload) => Response::Success {
-                payload: String::from_utf8(payload.clone())
-                    .context("cannot convert response payload to utf8")?,
+                payload: String::from_utf8(
+                    redact_pull_secrets(payload).unwrap_or_else(|| payload.clone()),
+                )
+                .context("cannot convert response payload to utf8")?,
             },
             Err(e) => Response::Error {
                 message: e.to_string(),
@@ -98,6 +107,93 @@ impl Backend for Recorder {
             )
         })
     }
+}
+
+/// The keys of a Secret's `data` that hold registry credentials
+/// (`kubernetes.io/dockerconfigjson` and `kubernetes.io/dockercfg` Secrets).
+const PULL_SECRET_KEYS: [&str; 2] = [".dockerconfigjson", ".dockercfg"];
+/// The fields of a Docker config entry that are, or carry, secrets.
+const DOCKER_CONFIG_SECRET_FIELDS: [&str; 5] = [
+    "username",
+    "password",
+    "identitytoken",
+    "registrytoken",
+    "email",
+];
+
+/// `payload` (a Secret, or a list of them) with the credentials of its pull
+/// secrets replaced by `<redacted>`, or `None` when it holds no pull secret.
+/// A pull secret keeps its shape: its Docker config names the same
+/// registries, so a policy replaying the session takes the same path as when
+/// it was recorded. Other Secret types are left alone.
+pub fn redact_pull_secrets(payload: &[u8]) -> Option<Vec<u8>> {
+    let holds = |key: &str| payload.windows(key.len()).any(|w| w == key.as_bytes());
+    if !PULL_SECRET_KEYS.iter().any(|key| holds(key)) {
+        return None;
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    if !redact_secrets_in(&mut value) {
+        return None;
+    }
+    serde_json::to_vec(&value).ok()
+}
+
+/// Redacts the pull secrets of `value`, an object or a list of objects;
+/// whether there was one.
+fn redact_secrets_in(value: &mut serde_json::Value) -> bool {
+    let mut redacted = false;
+    if let Some(items) = value.get_mut("items").and_then(|i| i.as_array_mut()) {
+        for item in items {
+            redacted |= redact_secrets_in(item);
+        }
+    }
+    if let Some(data) = value.get_mut("data").and_then(|d| d.as_object_mut()) {
+        for key in PULL_SECRET_KEYS {
+            if let Some(encoded) = data.get_mut(key) {
+                *encoded = serde_json::Value::String(redact_docker_config(encoded));
+                redacted = true;
+            }
+        }
+    }
+    redacted
+}
+
+/// One base64-encoded Docker config (`.dockerconfigjson`, or `.dockercfg`
+/// without the `auths` wrapper) with its credentials redacted; anything that
+/// does not decode is replaced as a whole.
+fn redact_docker_config(encoded: &serde_json::Value) -> String {
+    use base64::{engine::general_purpose::STANDARD, Engine as _};
+    let whole = || STANDARD.encode(REDACTED);
+    let Some(mut config) = encoded
+        .as_str()
+        .and_then(|e| STANDARD.decode(e.trim()).ok())
+        .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+    else {
+        return whole();
+    };
+    let entries = match config.get_mut("auths") {
+        Some(auths) => auths.as_object_mut(),
+        None => config.as_object_mut(),
+    };
+    let Some(entries) = entries else {
+        return whole();
+    };
+    for entry in entries.values_mut() {
+        let Some(entry) = entry.as_object_mut() else {
+            *entry = serde_json::Value::String(REDACTED.to_owned());
+            continue;
+        };
+        for (field, value) in entry.iter_mut() {
+            let field = field.to_ascii_lowercase();
+            if DOCKER_CONFIG_SECRET_FIELDS.contains(&field.as_str()) {
+                *value = serde_json::Value::String(REDACTED.to_owned());
+            } else if field == "auth" {
+                *value =
+                    serde_json::Value::String(STANDARD.encode(format!("{REDACTED}:{REDACTED}")));
+            }
+        }
+    }
+    serde_json::to_vec(&config).map_or_else(|_| whole(), |raw| STANDARD.encode(raw))
 }
 
 /// Answers requests from a recorded session, in order.
@@ -270,6 +366,58 @@ mod tests {
                 _ => Err(anyhow!("inner cause").context("Fail to interact with OCI registry: x")),
             }
         }
+    }
+
+    #[test]
+    fn recorded_pull_secrets_never_hold_credentials() {
+        use base64::{engine::general_purpose::STANDARD, Engine as _};
+        let secret = |name: &str, config: serde_json::Value| {
+            serde_json::json!({
+                "kind": "Secret", "metadata": {"name": name},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": STANDARD.encode(config.to_string())}
+            })
+        };
+        let list = serde_json::json!({"kind": "SecretList", "items": [
+            secret("regcred", serde_json::json!({"auths": {"registry.example.com": {
+                "username": "robot", "password": "s3cr3t-p4ss",
+                "auth": STANDARD.encode("robot:s3cr3t-p4ss")}}})),
+            {"kind": "Secret", "type": "Opaque", "data": {"token": "dG9rZW4="}},
+            {"kind": "Secret", "data": {".dockercfg": "not base64"}},
+        ]});
+        let recorded =
+            redact_pull_secrets(&serde_json::to_vec(&list).expect("json")).expect("redacted");
+        let recorded: serde_json::Value = serde_json::from_slice(&recorded).expect("json");
+        let config: serde_json::Value = serde_json::from_slice(
+            &STANDARD
+                .decode(
+                    recorded["items"][0]["data"][".dockerconfigjson"]
+                        .as_str()
+                        .expect("str"),
+                )
+                .expect("base64"),
+        )
+        .expect("config");
+        let entry = &config["auths"]["registry.example.com"];
+        assert_eq!(entry["username"], REDACTED);
+        assert_eq!(entry["password"], REDACTED);
+        assert_eq!(entry["auth"], STANDARD.encode("<redacted>:<redacted>"));
+        // other Secret types stay; what does not decode goes as a whole
+        assert_eq!(recorded["items"][1]["data"]["token"], "dG9rZW4=");
+        assert_eq!(
+            recorded["items"][2]["data"][".dockercfg"],
+            STANDARD.encode(REDACTED)
+        );
+        let text = recorded.to_string();
+        for secret in [
+            "robot",
+            "s3cr3t-p4ss",
+            &STANDARD.encode("robot:s3cr3t-p4ss"),
+        ] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        // payloads without pull secrets are recorded as they are
+        assert_eq!(redact_pull_secrets(br#"{"kind":"Pod"}"#), None);
     }
 
     #[test]
