@@ -175,16 +175,25 @@ secret_for() {
   printf '%s\n' "$cluster"
 }
 
+# run_with_secret_for HOST:PORT REQUEST SETTINGS: runs REQUEST with its pods naming the pull
+# secret regcred, which holds the auth registries' credentials for HOST:PORT only, with
+# SETTINGS and oci/v1/resolve_images; the session goes to $SESSION, and MARK is where the
+# authenticated mirror's log stood before the run.
+run_with_secret_for() {
+  local cluster
+  cluster=$(secret_for "$1")
+  request_edit_pod_spec "$2" '.imagePullSecrets = [{name: "regcred"}]'
+  SESSION="$BATS_TEST_TMPDIR/session.yml"
+  MARK=$(nr_log_mark authmirror)
+  run -0 --separate-stderr policy_run "$2" --cluster-dir "$cluster" --settings-path "$3" \
+    --enable-resolve-images --record-host-capabilities-interactions "$SESSION"
+}
+
 @test "a pull secret for the primary's name is sent to its mirror too: the mirror saw that user" {
   skip_on_kwctl "reads the credentials in the test host's recorded session; a kwctl built from upstream/kubewarden redacts them there (its decisions: upstream/check-patched-kwctl.sh)"
-  cluster=$(secret_for "$REG_AUTH")
   # app: only the mirror has it; sidecar: only the primary, so the mirror answers 404 for it.
   req=$(local_request pod-create.json "app=$REG_AUTH/nr/private:v1" "sidecar=$REG_AUTH/nr/private:v2" init-schema.remove)
-  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
-  mark=$(nr_log_mark authmirror)
-  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" \
-    --settings-path "$(credentialed_mirror_settings)" --enable-resolve-images \
-    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  run_with_secret_for "$REG_AUTH" "$req" "$(credentialed_mirror_settings)"
   assert_allowed
   assert_no_message
   assert_warning_count 0
@@ -192,34 +201,29 @@ secret_for() {
     "container \"app\" $REG_AUTH/nr/private:v1: $REG_AUTHMIRROR/nr/private:v1"
   nr_no_secret_leak
   # What the policy gave the host: the secret, for the mirror's lookups as for the primary's.
-  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTHMIRROR/nr/private:v1")" == 1 ]] ||
+  [[ "$(nr_session_credentials "$SESSION" "$REG_AUTHMIRROR/nr/private:v1")" == 1 ]] ||
     _fail_with "the mirror's lookup of v1 did not carry the one credential"
-  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTHMIRROR/nr/private:v2")" == 1 ]] ||
+  [[ "$(nr_session_credentials "$SESSION" "$REG_AUTHMIRROR/nr/private:v2")" == 1 ]] ||
     _fail_with "the mirror's lookup of v2 did not carry the one credential"
   # The mirror's own log. docker-registry 2.8 names the user (auth.user.name) on error
   # responses only: the 404 for v2 says who asked; the 200 for v1 was an "authorized request",
   # which its htpasswd, with that one user, grants to no one else; no credential was refused.
   # (A registry's first request goes without credentials and learns the challenge from its
   # 401, as containerd's resolver does: that "error authorizing context" is no refusal.)
-  log=$(nr_log_since authmirror "$mark" nr/private)
+  log=$(nr_log_since authmirror "$MARK" nr/private)
   grep -F "http.request.uri=/v2/nr/private/manifests/v1" <<<"$log" | grep -qF 'msg="authorized request"' ||
     _fail_with "the mirror did not authorize a request for nr/private:v1"
   grep -F "http.request.uri=/v2/nr/private/manifests/v2" <<<"$log" | grep -qF 'err.code="manifest unknown"' ||
     _fail_with "the mirror was not asked for nr/private:v2"
   ! grep -qF "authentication failure" <<<"$log" || _fail_with "the mirror refused the credential for nr/private"
-  [[ "$(nr_users_seen authmirror "$mark" nr/private)" == "$REG_AUTH_USER" ]] ||
-    _fail_with "the mirror did not see (only) the secret's user: $(nr_users_seen authmirror "$mark" nr/private | wc -l) user(s)"
+  [[ "$(nr_users_seen authmirror "$MARK" nr/private)" == "$REG_AUTH_USER" ]] ||
+    _fail_with "the mirror did not see (only) the secret's user: $(nr_users_seen authmirror "$MARK" nr/private | wc -l) user(s)"
 }
 
 @test "a pull secret for the mirror's host alone is not sent there: not authorized on the registry and its mirrors" {
   skip_on_kwctl "reads the credentials in the test host's recorded session; a kwctl built from upstream/kubewarden redacts them there (its decisions: upstream/check-patched-kwctl.sh)"
-  cluster=$(secret_for "$REG_AUTHMIRROR")
   req=$(pod_running "$REG_AUTH/nr/private:v1")
-  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
-  mark=$(nr_log_mark authmirror)
-  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" \
-    --settings-path "$(credentialed_mirror_settings)" --enable-resolve-images \
-    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  run_with_secret_for "$REG_AUTHMIRROR" "$req" "$(credentialed_mirror_settings)"
   # A node finds no credential by the image's name and pulls anonymously from both: refused,
   # which is uncertain (actions.unauthorized: warn), not a rejection.
   assert_allowed
@@ -228,15 +232,15 @@ secret_for() {
   nr_no_secret_leak
   # No credential for either location of the chain, and the mirror was asked anonymously:
   # refused, and never as a user.
-  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTHMIRROR/nr/private:v1")" == 0 ]] ||
+  [[ "$(nr_session_credentials "$SESSION" "$REG_AUTHMIRROR/nr/private:v1")" == 0 ]] ||
     _fail_with "the mirror's lookup carried a credential"
-  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTH/nr/private:v1")" == 0 ]] ||
+  [[ "$(nr_session_credentials "$SESSION" "$REG_AUTH/nr/private:v1")" == 0 ]] ||
     _fail_with "the primary's lookup carried a credential"
-  log=$(nr_log_since authmirror "$mark" nr/private)
+  log=$(nr_log_since authmirror "$MARK" nr/private)
   grep -F "http.request.uri=/v2/nr/private/manifests/v1" <<<"$log" | grep -qF "error authorizing context" ||
     _fail_with "the mirror was not asked for nr/private:v1"
   ! grep -qF 'msg="authorized request"' <<<"$log" || _fail_with "the mirror authorized a request: the mirror-only secret was sent"
-  [[ -z "$(nr_users_seen authmirror "$mark" nr/private)" ]] || _fail_with "the mirror saw a user: the mirror-only secret was sent"
+  [[ -z "$(nr_users_seen authmirror "$MARK" nr/private)" ]] || _fail_with "the mirror saw a user: the mirror-only secret was sent"
 }
 
 @test "a Docker Hub secret (https://index.docker.io/v1/) is sent to a Docker Hub mirror" {
@@ -245,24 +249,20 @@ secret_for() {
   # Docker Hub itself is never contacted.
   settings=$(write_settings docker-hub-mirror "$(jq -n --arg l "$REG_AUTH" --arg m "$REG_AUTHMIRROR" \
     '{pullSecrets: {credentialedLookups: true}, registries: [{prefix: "docker.io", location: $l, mirrors: [{location: $m}]}]}')")
-  cluster=$(secret_for "https://index.docker.io/v1/")
   req=$(E2E_ALLOW_IMAGES="nr/private:v1" pod_running "nr/private:v1")
-  request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
-  mark=$(nr_log_mark authmirror)
-  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster" --settings-path "$settings" \
-    --enable-resolve-images --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  run_with_secret_for "https://index.docker.io/v1/" "$req" "$settings"
   assert_allowed
   assert_no_message
   assert_warning_count 0
   assert_annotation_is resolvable-images/resolved-from-mirror \
     "container \"app\" nr/private:v1: $REG_AUTHMIRROR/nr/private:v1"
   nr_no_secret_leak
-  [[ "$(nr_session_credentials "$BATS_TEST_TMPDIR/session.yml" "$REG_AUTHMIRROR/nr/private:v1")" == 1 ]] ||
+  [[ "$(nr_session_credentials "$SESSION" "$REG_AUTHMIRROR/nr/private:v1")" == 1 ]] ||
     _fail_with "the mirror's lookup did not carry the Docker Hub credential"
-  log=$(nr_log_since authmirror "$mark" nr/private)
+  log=$(nr_log_since authmirror "$MARK" nr/private)
   grep -F "http.request.uri=/v2/nr/private/manifests/v1" <<<"$log" | grep -qF 'msg="authorized request"' ||
     _fail_with "the mirror did not authorize a request for nr/private:v1"
-  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "docker.io"
+  assert_session_never_mentions "$SESSION" "docker.io"
 }
 
 # --- pinning through a tag-only mirror -------------------------------------------------------
