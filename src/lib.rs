@@ -10,6 +10,8 @@
 //! - **image**: a container's image string as written ([`workload::ContainerImage`]).
 //! - **reference**: an image parsed and normalised as the kubelet does
 //!   ([`reference::ImageReference`]).
+//! - **object**: the request's `object` or `oldObject`, kept as the JSON the API server sent
+//!   and read only as far as needed ([`object::Object`]).
 //! - **pod**: one pod spec of the request (a custom kind may hold several), with its pull
 //!   secrets and its images to check ([`plan::Pod`], [`plan::Check`]).
 //! - **location**: a place a node may pull an image from, a mirror or the primary; a **chain**
