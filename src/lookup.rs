@@ -142,7 +142,7 @@ pub struct Lookups<'s> {
 impl<'s> Lookups<'s> {
     /// Starts the request's lookups. With `credentialed` (and every pod's secrets read), every
     /// location of every check is looked up at once through the credentialed capability;
-    /// otherwise, or if the host cannot do it, [`Lookups::at`] asks the stock capability on
+    /// otherwise, or if the host cannot do it, `Lookups::at` asks the stock capability on
     /// demand.
     pub fn start(
         pods: &[Pod],

@@ -346,7 +346,7 @@ fn is_dns_label(name: &str) -> bool {
 }
 
 /// The error of a parser that settings delegate a field to: it names the offending part
-/// relative to that field (`[0].prefix`), and [`within`] makes it a [`SettingsError`].
+/// relative to that field (`[0].prefix`), and `within` makes it a [`SettingsError`].
 pub trait FieldError: fmt::Display {
     /// The offending part, relative to the field handed to the parser: `[2]`, `.kind`,
     /// `[0].mirrors[1].location`.
