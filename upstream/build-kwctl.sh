@@ -11,8 +11,9 @@
 #            changes to tracked files make the script stop.
 #   OUT_DIR  where the stripped binary is copied (default /work/kwctl-patched): OUT_DIR/kwctl
 #
-# Time: a first build takes about 30 minutes on two cores (wasmtime, cranelift, aws-lc-sys
-# and ~700 crates); later builds after a change to the series take a few minutes. The build
+# Time: a first build takes 12 minutes on two idle cores and up to 40 on a busy machine
+# (wasmtime, cranelift, aws-lc-sys and ~700 crates); later builds after a change to the series
+# take a few minutes. The build
 # runs under `nice -n 10` so that it does not starve other work on the machine.
 #
 # Environment:
