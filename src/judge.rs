@@ -56,7 +56,7 @@ pub fn judge(
         host,
         lookups,
         platforms: PlatformChecker::new(&settings.required_platforms, host, budget),
-        node_images: NodeImages::new(host),
+        node_images: NodeImages::new(host, budget),
         judgement: Judgement {
             findings: secret_findings(plan),
             ..Judgement::default()
@@ -95,9 +95,12 @@ impl<H: Host> Judge<'_, '_, H> {
         {
             Err(failure) => {
                 let failure = explain(failure, pod, check, self.plan, self.lookups, self.settings);
-                let failure = cached_on_nodes(failure, check, image, &mut self.node_images);
-                self.budget.resume(self.host);
-                Some(failure)
+                Some(cached_on_nodes(
+                    failure,
+                    check,
+                    image,
+                    &mut self.node_images,
+                ))
             }
             Ok(found) => self.found(pod, check, image, found),
         }

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::host::{Host, ListAllRequest};
+use crate::lookup::Budget;
 use crate::reference::ImageReference;
 
 /// How many nodes a message names.
@@ -15,6 +16,7 @@ const NODES_NAMED: usize = 3;
 /// The nodes' image lists, read at most once per request.
 pub struct NodeImages<'a, H: Host> {
     host: &'a H,
+    budget: &'a Budget,
     nodes: Option<Vec<Node>>,
 }
 
@@ -25,17 +27,26 @@ struct Node {
 }
 
 impl<'a, H: Host> NodeImages<'a, H> {
-    /// Nothing is read until [`NodeImages::holding`] is first asked.
-    pub fn new(host: &'a H) -> Self {
-        NodeImages { host, nodes: None }
+    /// Nothing is read until [`NodeImages::holding`] is first asked; the listing is not a
+    /// lookup, and `budget` does not charge the next lookup for it.
+    pub fn new(host: &'a H, budget: &'a Budget) -> Self {
+        NodeImages {
+            host,
+            budget,
+            nodes: None,
+        }
     }
 
     /// The names of the nodes that hold `reference` (by digest when it has one, else by tag).
     /// Empty when none does, or when Nodes cannot be read.
     pub fn holding(&mut self, reference: &ImageReference) -> Vec<String> {
-        let host = self.host;
+        let (host, budget) = (self.host, self.budget);
         self.nodes
-            .get_or_insert_with(|| read_nodes(host))
+            .get_or_insert_with(|| {
+                let nodes = read_nodes(host);
+                budget.resume(host);
+                nodes
+            })
             .iter()
             .filter(|node| node.images.iter().any(|image| same_image(image, reference)))
             .map(|node| node.name.clone())
@@ -125,7 +136,8 @@ mod tests {
     #[test]
     fn nodes_are_matched_by_normalised_tag_or_digest() {
         let host = nodes();
-        let mut images = NodeImages::new(&host);
+        let budget = Budget::start(&host, std::time::Duration::from_secs(1));
+        let mut images = NodeImages::new(&host, &budget);
         assert_eq!(holding(&mut images, "nginx:1.25"), ["node-a", "node-c"]);
         assert_eq!(
             holding(&mut images, "docker.io/library/nginx:1.25"),
@@ -150,7 +162,8 @@ mod tests {
         let host = InMemoryHost::new().with_resource_error(
             "Policy has not been granted access to Kubernetes v1/Node resources.",
         );
-        assert!(NodeImages::new(&host)
+        let budget = Budget::start(&host, std::time::Duration::from_secs(1));
+        assert!(NodeImages::new(&host, &budget)
             .holding(&ImageReference::parse("nginx:1.25").unwrap())
             .is_empty());
     }
