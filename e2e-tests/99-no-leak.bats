@@ -17,22 +17,26 @@ credentials() {
   echo
 }
 
+# no_credential_in FILE...: fails, naming the files, when any form of a credential is in them.
+no_credential_in() {
+  local secret leaks=0
+  while IFS= read -r secret; do
+    [[ -n "$secret" ]] || continue
+    if grep -F -l -- "$secret" "$@"; then
+      echo "a credential (${#secret} characters) appears in the files above" >&2
+      leaks=$((leaks + 1))
+    fi
+  done < <(credentials)
+  ((leaks == 0))
+}
+
 @test "no username, password or base64 auth appears in any output, warning, log, annotation or session" {
   [[ -n "${E2E_TRANSCRIPT_DIR:-}" ]] || skip "run through 'make e2e-tests', which records every host output"
   local transcript="$E2E_TRANSCRIPT_DIR/policy-run.log"
   [[ -s "$transcript" ]] || { echo "no host output was recorded in $transcript" >&2; return 1; }
   # The scan must see the scenarios that handle credentials, or it proves nothing.
   grep -q "pull secret" "$transcript" || { echo "the transcript has no pull secret scenario" >&2; return 1; }
-  local files=("$transcript" "$E2E_DIR"/sessions/*.yml)
-  local secret leaks=0
-  while IFS= read -r secret; do
-    [[ -n "$secret" ]] || continue
-    if grep -F -l -- "$secret" "${files[@]}"; then
-      echo "a credential (${#secret} characters) appears in the files above" >&2
-      leaks=$((leaks + 1))
-    fi
-  done < <(credentials)
-  ((leaks == 0))
+  no_credential_in "$transcript" "$E2E_DIR"/sessions/*.yml
 }
 
 # decoded_pull_secrets FILE: the Docker config of every pull secret in the sessions of FILE,
@@ -48,19 +52,12 @@ decoded_pull_secrets() {
 
 @test "the pull secrets of recorded sessions keep their registries and lose their credentials" {
   [[ -n "${E2E_TRANSCRIPT_DIR:-}" ]] || skip "run through 'make e2e-tests', which keeps every recorded session"
-  local sessions="$E2E_TRANSCRIPT_DIR/redacting-sessions.log" decoded secret leaks=0
+  local sessions="$E2E_TRANSCRIPT_DIR/redacting-sessions.log" decoded
   [[ -s "$sessions" ]] || { echo "no session was recorded by a host that redacts" >&2; return 1; }
   decoded="$BATS_TEST_TMPDIR/pull-secrets.txt"
   decoded_pull_secrets "$sessions" >"$decoded"
   # The scan must see pull secrets, or it proves nothing.
   grep -qF '"auths"' "$decoded" || { echo "no recorded session holds a pull secret" >&2; return 1; }
   grep -qF '<redacted>' "$decoded" || { echo "no recorded pull secret is redacted" >&2; return 1; }
-  while IFS= read -r secret; do
-    [[ -n "$secret" ]] || continue
-    if grep -qF -- "$secret" "$decoded"; then
-      echo "a credential (${#secret} characters) is in a recorded pull secret" >&2
-      leaks=$((leaks + 1))
-    fi
-  done < <(credentials)
-  ((leaks == 0))
+  no_credential_in "$decoded"
 }

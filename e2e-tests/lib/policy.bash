@@ -41,7 +41,12 @@ skip_on_kwctl() {
 # (upstream/kubewarden: oci/v1/resolve_images and a time-out on OCI lookups), which it shows as
 # `kwctl run --oci-lookup-timeout`.
 kwctl_is_patched() {
-  kwctl_exec run --help 2>/dev/null | grep -q -- '--oci-lookup-timeout'
+  if [[ -z "${_KWCTL_PATCHED:-}" ]]; then
+    # asked once per test process: every policy_run on kwctl asks it
+    _KWCTL_PATCHED=no
+    if kwctl_exec run --help 2>/dev/null | grep -q -- '--oci-lookup-timeout'; then _KWCTL_PATCHED=yes; fi
+  fi
+  [[ "$_KWCTL_PATCHED" == yes ]]
 }
 
 # skip_on_patched_kwctl REASON: skips a test of stock behaviour (a host without
