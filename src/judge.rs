@@ -7,7 +7,7 @@ use crate::host::Host;
 use crate::lookup::{Budget, Found, Lookups};
 use crate::node_images::{name_nodes, NodeImages};
 use crate::plan::{Check, Plan, Pod};
-use crate::platforms::PlatformChecker;
+use crate::platforms::{PlatformChecker, Use};
 use crate::reference::ImageReference;
 use crate::report::{Finding, Subject};
 use crate::scheduling::Placement;
@@ -126,9 +126,14 @@ impl<H: Host> Judge<'_, '_, H> {
             Some(spec) => spec.placement(),
             None => Placement::anywhere(),
         };
-        let failure = self
-            .platforms
-            .check(&found.location.reference, &found.digest, &placement);
+        let usage = if container.is_volume() {
+            Use::Mount
+        } else {
+            Use::Run
+        };
+        let failure =
+            self.platforms
+                .check(&found.location.reference, &found.digest, usage, &placement);
         if failure.is_none() && image.digest().is_none() && self.settings.pin_digests {
             self.pin(pod, check, image, &found);
         }

@@ -361,14 +361,39 @@ pub fn list(platforms: &[impl std::borrow::Borrow<Platform>]) -> String {
     }
 }
 
+/// How a node uses an image, which decides what its platform must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Use {
+    /// A container runs it: the manifest the runtime picks must be of the node's platform.
+    Run,
+    /// An image volume mounts it (KEP-4639): nothing in it is executed, and it may be an OCI
+    /// artifact with no platform at all. The runtime's platform matters only where an index
+    /// offers a choice: containerd and CRI-O pull a single manifest whatever its config says
+    /// (containerd checks the platform of index entries only, never the root manifest's; CRI-O
+    /// copies an artifact as it is), and CRI-O's index matching (containers/image's
+    /// `ChooseInstance`) falls back to an entry without a platform, so such an entry may serve
+    /// any node.
+    Mount,
+}
+
+/// The platforms an image offers, as far as they decide a pull.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Available {
+    /// The runtime takes it on any node (a mounted single manifest, or an index with an entry
+    /// without a platform).
+    Anywhere,
+    /// Only nodes one of these platforms serves.
+    Only(Vec<Platform>),
+}
+
 /// Checks found images against `requiredPlatforms`, reading each image digest's platforms
-/// once per request and the cluster's Nodes at most once.
+/// once per request and use, and the cluster's Nodes at most once.
 pub struct PlatformChecker<'a, H: Host> {
     requirement: &'a Requirement,
     host: &'a H,
     budget: &'a Budget,
     nodes: Option<Vec<Node>>,
-    available: BTreeMap<String, Result<Vec<Platform>, Failure>>,
+    available: BTreeMap<(Use, String), Result<Available, Failure>>,
     /// Why some pods' platforms were not checked (they fit no node).
     pub notes: Vec<String>,
 }
@@ -386,13 +411,14 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
         }
     }
 
-    /// The failure of an image found at `location` with `digest` for pods placed as
-    /// `placement` says, if a platform they can land on has no manifest, or the platforms could
-    /// not be read.
+    /// The failure of an image found at `location` with `digest`, used as `usage` says by pods
+    /// placed as `placement` says, if a platform they can land on has no manifest, or the
+    /// platforms could not be read.
     pub fn check(
         &mut self,
         location: &ImageReference,
         digest: &str,
+        usage: Use,
         placement: &Placement<'_>,
     ) -> Option<Failure> {
         if self.requirement.is_empty() {
@@ -403,17 +429,22 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
             return None;
         }
         let at = format!("{}@{digest}", location.name());
-        let available = match self.available.get(&at) {
+        let key = (usage, at);
+        let available = match self.available.get(&key) {
             Some(cached) => cached.clone(),
             None => {
-                let read = self.read_platforms(location, &at);
-                self.available.insert(at, read.clone());
+                let read = match usage {
+                    Use::Run => self.read_platforms(location, &key.1).map(Available::Only),
+                    Use::Mount => self.read_mounted(&key.1),
+                };
+                self.available.insert(key, read.clone());
                 read
             }
         };
         let available = match available {
             Err(failure) => return Some(failure),
-            Ok(available) => available,
+            Ok(Available::Anywhere) => return None,
+            Ok(Available::Only(available)) => available,
         };
         let missing = missing(&required, &available);
         (!missing.is_empty()).then(|| {
@@ -509,6 +540,26 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
         }
         platforms.dedup();
         Ok(platforms)
+    }
+
+    /// What a mounted image offers ([`Use::Mount`]): a single manifest serves any node; an
+    /// index serves its entries' platforms, or any node when one entry has none. Configs are
+    /// never read: an artifact's is not an image config.
+    fn read_mounted(&self, at: &str) -> Result<Available, Failure> {
+        let manifest = self.call(|host| host.oci_manifest(at))?;
+        let Some(entries) = index_entries(&manifest) else {
+            return Ok(Available::Anywhere);
+        };
+        let mut platforms = Vec::new();
+        for entry in entries {
+            match entry.platform {
+                None => return Ok(Available::Anywhere),
+                Some(platform) if !platform.is_attestation() => platforms.push(platform),
+                Some(_) => {}
+            }
+        }
+        platforms.dedup();
+        Ok(Available::Only(platforms))
     }
 
     /// The platform in the config of the image manifest at `at`.
@@ -687,6 +738,15 @@ mod tests {
     const SHA: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
     fn check(host: &InMemoryHost, required: &[&str], placement: &Placement<'_>) -> Option<Failure> {
+        check_use(host, required, Use::Run, placement)
+    }
+
+    fn check_use(
+        host: &InMemoryHost,
+        required: &[&str],
+        usage: Use,
+        placement: &Placement<'_>,
+    ) -> Option<Failure> {
         let entries: Vec<String> = required.iter().map(|s| (*s).to_owned()).collect();
         let requirement = Requirement::parse(&entries).unwrap();
         let budget = Budget::start(host, std::time::Duration::from_secs(1));
@@ -694,6 +754,7 @@ mod tests {
         checker.check(
             &ImageReference::parse(&format!("{IMAGE}:1")).unwrap(),
             SHA,
+            usage,
             placement,
         )
     }
@@ -808,5 +869,70 @@ mod tests {
             failure.detail
         );
         assert!(host.calls().iter().any(|c| c == "list Node"));
+    }
+
+    #[test]
+    fn a_mounted_single_manifest_serves_every_node_and_its_config_is_not_read() {
+        // an OCI artifact: its config is not an image config and names no platform
+        let artifact = json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": "application/vnd.example.model",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": "sha256:44"}});
+        let host = InMemoryHost::new()
+            .with_manifest(&format!("{IMAGE}@{SHA}"), artifact)
+            .with_config(&format!("{IMAGE}@{SHA}"), json!({}));
+        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let placement = unplaced(&selector, &null);
+        let required = ["linux/amd64", "linux/arm64"];
+        assert_eq!(check_use(&host, &required, Use::Mount, &placement), None);
+        assert!(
+            !host.calls().iter().any(|c| c.starts_with("config ")),
+            "{:?}",
+            host.calls()
+        );
+        assert_eq!(
+            check_use(&host, &required, Use::Run, &placement).map(|f| f.kind),
+            Some(FailureKind::MissingPlatform),
+            "a container cannot run what has no platform"
+        );
+        // an image of another platform is mounted too: nothing in it is executed
+        let image = InMemoryHost::new()
+            .with_manifest(&format!("{IMAGE}@{SHA}"), json!({"config": {}}))
+            .with_config(
+                &format!("{IMAGE}@{SHA}"),
+                json!({"os": "linux", "architecture": "s390x"}),
+            );
+        assert_eq!(check_use(&image, &required, Use::Mount, &placement), None);
+    }
+
+    #[test]
+    fn a_mounted_index_is_matched_unless_an_entry_has_no_platform() {
+        let platformed = json!({"manifests": [
+            {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}},
+            {"digest": "sha256:cc", "platform": {"os": "unknown", "architecture": "unknown"}}]});
+        let host = InMemoryHost::new().with_manifest(&format!("{IMAGE}@{SHA}"), platformed);
+        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let placement = unplaced(&selector, &null);
+        let failure = check_use(
+            &host,
+            &["linux/amd64", "linux/arm64"],
+            Use::Mount,
+            &placement,
+        )
+        .unwrap();
+        assert_eq!(failure.kind, FailureKind::MissingPlatform);
+        assert_eq!(
+            failure.detail,
+            "no manifest for linux/arm64; the image has linux/amd64"
+        );
+        // CRI-O falls back to an entry without a platform: arm64 nodes may still mount it
+        let fallback = json!({"manifests": [
+            {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}},
+            {"digest": "sha256:bb"}]});
+        let host = InMemoryHost::new().with_manifest(&format!("{IMAGE}@{SHA}"), fallback);
+        assert_eq!(
+            check_use(&host, &["linux/arm64"], Use::Mount, &placement),
+            None
+        );
+        assert!(!host.calls().iter().any(|c| c.starts_with("config ")));
     }
 }

@@ -1,5 +1,5 @@
-//! Workloads and their containers: where each kind keeps its pod spec, which images it lists,
-//! and the pull policy the kubelet will apply to each.
+//! Workloads and their containers: where each kind keeps its pod spec, which images it lists
+//! (containers' and image volumes'), and the pull policy the kubelet will apply to each.
 
 use std::fmt;
 
@@ -77,7 +77,8 @@ impl fmt::Display for WorkloadKind {
     }
 }
 
-/// The three container lists of a pod spec.
+/// Where a pod spec lists an image: its three container lists, its image volumes, or a custom
+/// kind's image field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ContainerList {
     /// `initContainers`, run before the others.
@@ -86,6 +87,9 @@ pub enum ContainerList {
     Regular,
     /// `ephemeralContainers`, added for debugging.
     Ephemeral,
+    /// `volumes[].image` (KEP-4639): an OCI image or artifact the kubelet pulls like a
+    /// container's image, with the pod's pull secrets, and mounts before any container starts.
+    Volume,
     /// An image field of a custom kind, found by a JSONPath from the settings.
     Field,
 }
@@ -97,6 +101,7 @@ impl ContainerList {
             ContainerList::Init => "init container",
             ContainerList::Regular => "container",
             ContainerList::Ephemeral => "ephemeral container",
+            ContainerList::Volume => "volume",
             ContainerList::Field => "image field",
         }
     }
@@ -127,19 +132,28 @@ impl PullPolicy {
     }
 }
 
-/// One container's image, with where it sits so messages can point at it.
+/// One container's (or image volume's) image, with where it sits so messages can point at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerImage {
     /// Which list the container is in.
     pub list: ContainerList,
-    /// The container's name.
+    /// The container's (or volume's) name.
     pub name: String,
-    /// The image exactly as written (empty when missing).
+    /// The image exactly as written (empty when missing): a container's `image`, a volume's
+    /// `image.reference`.
     pub image: String,
-    /// The explicit `imagePullPolicy`, if any.
+    /// The explicit `imagePullPolicy` (a volume's `image.pullPolicy`), if any.
     pub pull_policy: Option<String>,
     /// JSON pointer to the image field in the object, where a pinned digest is written.
     pub pointer: String,
+}
+
+impl ContainerImage {
+    /// True for an image volume's reference, which is mounted and never run: its platform
+    /// matters only where an index offers a choice (see `platforms`).
+    pub fn is_volume(&self) -> bool {
+        self.list == ContainerList::Volume
+    }
 }
 
 impl fmt::Display for ContainerImage {
@@ -184,7 +198,7 @@ impl std::error::Error for WorkloadError {}
 /// what narrows the nodes its pods can land on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodSpecView {
-    /// Every image: init containers, containers, then ephemeral containers.
+    /// Every image: init containers, containers, ephemeral containers, then image volumes.
     pub containers: Vec<ContainerImage>,
     /// The names in `imagePullSecrets`, in order, as written: an entry with an empty name
     /// still makes the list non-empty for the ServiceAccount plugin, and the kubelet skips it.
@@ -242,6 +256,8 @@ struct PodSpecFields {
     containers: Vec<ContainerFields>,
     #[serde(default, deserialize_with = "null_as_default")]
     ephemeral_containers: Vec<ContainerFields>,
+    #[serde(default, deserialize_with = "lenient_volumes")]
+    volumes: Vec<Option<VolumeFields>>,
     #[serde(default, deserialize_with = "null_as_default")]
     image_pull_secrets: Vec<SecretReference>,
     #[serde(default)]
@@ -266,6 +282,26 @@ struct ContainerFields {
     image_pull_policy: Option<String>,
 }
 
+/// The fields of a volume the policy needs: its name and, for an image volume, its source.
+#[derive(Deserialize)]
+struct VolumeFields {
+    #[serde(default, deserialize_with = "null_as_default")]
+    name: String,
+    #[serde(default)]
+    image: Option<ImageVolumeFields>,
+}
+
+/// `volumes[].image` (`ImageVolumeSource`). `reference` is optional in templates, as a
+/// container's `image` is, for tools that fill it in later.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ImageVolumeFields {
+    #[serde(default)]
+    reference: Option<String>,
+    #[serde(default)]
+    pull_policy: Option<String>,
+}
+
 /// An `imagePullSecrets` entry.
 #[derive(Deserialize)]
 struct SecretReference {
@@ -273,9 +309,9 @@ struct SecretReference {
     name: String,
 }
 
-/// `{spec}/{field}/{index}/image`, built without the formatting machinery: one is made for
-/// every container of every request.
-fn image_pointer(spec: &str, field: &str, index: usize) -> String {
+/// `{spec}/{field}/{index}{leaf}` (`leaf` is `/image`, or `/image/reference` for a volume),
+/// built without the formatting machinery: one is made for every container of every request.
+fn image_pointer(spec: &str, field: &str, index: usize, leaf: &str) -> String {
     let mut digits = [0u8; 20];
     let mut start = digits.len();
     let mut rest = index;
@@ -288,11 +324,28 @@ fn image_pointer(spec: &str, field: &str, index: usize) -> String {
         }
     }
     let index = std::str::from_utf8(&digits[start..]).unwrap_or("0");
-    let mut pointer = String::with_capacity(spec.len() + field.len() + index.len() + 8);
-    for part in [spec, "/", field, "/", index, "/image"] {
+    let mut pointer =
+        String::with_capacity(spec.len() + field.len() + index.len() + leaf.len() + 2);
+    for part in [spec, "/", field, "/", index, leaf] {
         pointer.push_str(part);
     }
     pointer
+}
+
+/// `volumes`, entry by entry: an entry that does not decode (a custom kind's template may hold
+/// a placeholder where a volume goes) reads as `None`, keeping the others' indexes, and
+/// anything but a list reads as empty. The API server has validated a Pod's volumes already.
+fn lenient_volumes<'de, D>(deserializer: D) -> Result<Vec<Option<VolumeFields>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let Value::Array(entries) = Value::deserialize(deserializer)? else {
+        return Ok(Vec::new());
+    };
+    Ok(entries
+        .iter()
+        .map(|entry| VolumeFields::deserialize(entry).ok())
+        .collect())
 }
 
 /// Treats an explicit JSON `null` like an absent field.
@@ -372,9 +425,25 @@ fn view(spec: PodSpecFields, pointer: &str) -> PodSpecView {
                     name: container.name,
                     image: container.image.unwrap_or_default(),
                     pull_policy: container.image_pull_policy,
-                    pointer: image_pointer(pointer, field, index),
+                    pointer: image_pointer(pointer, field, index, "/image"),
                 })
         })
+        .chain(
+            spec.volumes
+                .into_iter()
+                .enumerate()
+                .filter_map(|(index, volume)| {
+                    let volume = volume?;
+                    Some((index, volume.name, volume.image?))
+                })
+                .map(|(index, name, image)| ContainerImage {
+                    list: ContainerList::Volume,
+                    name,
+                    image: image.reference.unwrap_or_default(),
+                    pull_policy: image.pull_policy,
+                    pointer: image_pointer(pointer, "volumes", index, "/image/reference"),
+                }),
+        )
         .collect();
     PodSpecView {
         containers,
@@ -459,6 +528,86 @@ mod tests {
     }
 
     #[test]
+    fn image_volumes_are_read_after_the_containers_with_their_own_pull_policy() {
+        let template = json!({"spec": {"template": {"spec": {
+            "containers": [{"name": "app", "image": "a:1"}],
+            "volumes": [
+                {"name": "config", "configMap": {"name": "c"}},
+                {"name": "model", "image": {"reference": "r.io/model:v1", "pullPolicy": "Never"}},
+                {"name": "data", "image": {"reference": "r.io/data"}},
+                {"name": "later", "image": {}},
+                {"name": "nothing", "image": null}]}}}});
+        let images = read(WorkloadKind::Deployment, &template)
+            .unwrap()
+            .containers;
+        let summary: Vec<_> = images
+            .iter()
+            .map(|c| {
+                (
+                    c.to_string(),
+                    c.image.as_str(),
+                    c.pull_policy.as_deref(),
+                    c.pointer.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "container \"app\"".to_owned(),
+                    "a:1",
+                    None,
+                    "/spec/template/spec/containers/0/image"
+                ),
+                (
+                    "volume \"model\"".to_owned(),
+                    "r.io/model:v1",
+                    Some("Never"),
+                    "/spec/template/spec/volumes/1/image/reference"
+                ),
+                (
+                    "volume \"data\"".to_owned(),
+                    "r.io/data",
+                    None,
+                    "/spec/template/spec/volumes/2/image/reference"
+                ),
+                (
+                    "volume \"later\"".to_owned(),
+                    "",
+                    None,
+                    "/spec/template/spec/volumes/3/image/reference"
+                ),
+            ]
+        );
+        assert!(images[1].is_volume() && !images[0].is_volume());
+        // the same from a Value, as a custom kind's pod spec is read
+        let at = read_pod_spec_at("/spec/template/spec", &template).unwrap();
+        assert_eq!(at.containers, images);
+    }
+
+    #[test]
+    fn volumes_that_do_not_decode_are_left_out_keeping_the_others_indexes() {
+        let pod = json!({"spec": {"containers": [], "volumes": [
+            "{{ .Values.extraVolume }}",
+            {"name": 7, "image": {"reference": "r.io/x:1"}},
+            {"name": "model", "image": {"reference": "r.io/model:1"}}]}});
+        let images = read(WorkloadKind::Pod, &pod).unwrap().containers;
+        assert_eq!(images.len(), 1);
+        assert_eq!(images[0].pointer, "/spec/volumes/2/image/reference");
+        let placeholder = json!({"spec": {"containers": [], "volumes": "{{ .Values.volumes }}"}});
+        assert!(read(WorkloadKind::Pod, &placeholder)
+            .unwrap()
+            .containers
+            .is_empty());
+        let null = json!({"spec": {"containers": [], "volumes": null}});
+        assert!(read(WorkloadKind::Pod, &null)
+            .unwrap()
+            .containers
+            .is_empty());
+    }
+
+    #[test]
     fn image_pointers_name_the_field() {
         for (index, expected) in [
             (0, "/spec/containers/0/image"),
@@ -466,7 +615,10 @@ mod tests {
             (10, "/spec/containers/10/image"),
             (1234, "/spec/containers/1234/image"),
         ] {
-            assert_eq!(image_pointer("/spec", "containers", index), expected);
+            assert_eq!(
+                image_pointer("/spec", "containers", index, "/image"),
+                expected
+            );
         }
     }
 

@@ -71,7 +71,8 @@ request_with_images_in_place() {
   mv "$edited" "$file"
 }
 
-# assert_loopback_only FILE [IMAGE...]: every image in FILE is on 127.0.0.1 or localhost, or
+# assert_loopback_only FILE [IMAGE...]: every image (and image volume reference) in FILE is
+# on 127.0.0.1 or localhost, or
 # is one of the IMAGEs given (invalid references the policy must refuse before any lookup).
 # The guard that keeps these tests off the network.
 assert_loopback_only() {
@@ -87,5 +88,6 @@ assert_loopback_only() {
         ;;
     esac
   done < <(jq -r "$_JQ_PODSPEC"' [.request.object, .request.oldObject] | .[] | select(. != null)
-      | getpath(podspec_path) | (.initContainers, .containers, .ephemeralContainers) // [] | .[].image' "$file")
+      | getpath(podspec_path) | ((.initContainers, .containers, .ephemeralContainers) // [] | .[].image),
+        ((.volumes // [])[] | .image.reference? // empty)' "$file")
 }
