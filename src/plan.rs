@@ -14,7 +14,7 @@ use crate::object::{Metadata, Object};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
 use crate::report::Resource;
-use crate::settings::{OwnedPods, Settings};
+use crate::settings::{OwnedObjects, Settings};
 use crate::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
@@ -167,9 +167,9 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         Ok(pods) => pods,
         Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
     };
-    if target.is_owned_pod(&metadata, settings) {
+    if target.is_owned(&metadata, settings) {
         // Its owner was the admission point; only ephemeral containers (kubectl debug) are
-        // added to a Pod after its controller created it.
+        // added to a Pod after its controller created it (templates cannot have any).
         for pod in &mut pods {
             pod.checks
                 .retain(|check| check.container.list == ContainerList::Ephemeral);
@@ -261,13 +261,13 @@ impl<'a> Target<'a> {
             && metadata.annotations.contains_key(MIRROR_POD_ANNOTATION)
     }
 
-    /// True for a Pod that a controller the policy checks created (its template was judged
-    /// when the controller was admitted), unless `ownedPods` is `check`.
-    fn is_owned_pod(&self, metadata: &Metadata, settings: &Settings) -> bool {
-        if !matches!(self, Target::Builtin(WorkloadKind::Pod)) {
-            return false;
-        }
-        settings.owned_pods == OwnedPods::Skip
+    /// True for an object that a controller the policy checks created: a Deployment's
+    /// ReplicaSet, a CronJob's Job, a ReplicaSet's Pod, a custom kind's child. Its template was
+    /// judged when that controller was admitted, and the controller re-creates it (self-healing,
+    /// every CronJob run) long after a tag may have been deleted. Unless `ownedObjects` is
+    /// `check`. A Pod is never a controller.
+    fn is_owned(&self, metadata: &Metadata, settings: &Settings) -> bool {
+        settings.owned_objects == OwnedObjects::Skip
             && metadata
                 .owner_references
                 .iter()

@@ -98,14 +98,15 @@ impl Default for PullSecretSettings {
     }
 }
 
-/// Whether Pods created by a controller the policy checks are looked up again.
+/// Whether objects created by a controller the policy checks (a Deployment's ReplicaSets, a
+/// CronJob's Jobs, a ReplicaSet's Pods, a custom kind's children) are looked up again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OwnedPods {
-    /// Their owner was the admission point: check only the ephemeral containers added to them.
+pub enum OwnedObjects {
+    /// Their owner was the admission point: check only the ephemeral containers added to Pods.
     #[default]
     Skip,
-    /// Look them up like any Pod.
+    /// Look them up like any object.
     Check,
 }
 
@@ -131,7 +132,9 @@ struct RawSettings {
     required_platforms: Vec<String>,
     pin_digests: bool,
     custom_resources: Vec<CustomResourceRule>,
-    owned_pods: OwnedPods,
+    owned_objects: Option<OwnedObjects>,
+    /// The former name of `ownedObjects`, from when only Pods were skipped: still accepted.
+    owned_pods: Option<OwnedObjects>,
     lookup_registries: Vec<String>,
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
@@ -149,7 +152,8 @@ impl Default for RawSettings {
             required_platforms: Vec::new(),
             pin_digests: false,
             custom_resources: Vec::new(),
-            owned_pods: OwnedPods::default(),
+            owned_objects: None,
+            owned_pods: None,
             lookup_registries: Vec::new(),
             denied_lookup_networks: DEFAULT_DENIED_NETWORKS.map(str::to_owned).to_vec(),
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
@@ -176,8 +180,8 @@ pub struct Settings {
     pub pin_digests: bool,
     /// Custom kinds and where their images are.
     pub custom_kinds: Vec<CustomKind>,
-    /// Whether controller-owned Pods are looked up again.
-    pub owned_pods: OwnedPods,
+    /// Whether controller-owned objects are looked up again.
+    pub owned_objects: OwnedObjects,
     /// Which registries lookups may go to.
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
@@ -196,7 +200,7 @@ impl Default for Settings {
             required_platforms: Requirement::default(),
             pin_digests: false,
             custom_kinds: Vec::new(),
-            owned_pods: OwnedPods::default(),
+            owned_objects: OwnedObjects::default(),
             lookup_scope: LookupScope::default(),
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .iter()
@@ -279,9 +283,18 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
+        let owned_objects = match (raw.owned_objects, raw.owned_pods) {
+            (Some(new), Some(old)) if new != old => {
+                return Err(SettingsError::new(
+                    "ownedPods",
+                    "the former name of ownedObjects, set to another value: set ownedObjects only",
+                ))
+            }
+            (owned_objects, owned_pods) => owned_objects.or(owned_pods).unwrap_or_default(),
+        };
         Ok(Settings {
             actions: raw.actions,
-            owned_pods: raw.owned_pods,
+            owned_objects,
             lookup_scope,
             not_found_may_mean_denied,
             pull_secrets: raw.pull_secrets,
@@ -551,6 +564,27 @@ mod tests {
             let message = error(json!({"timeBudgetMs": bad}));
             assert!(message.contains("timeBudgetMs"), "{message}");
         }
+    }
+
+    #[test]
+    fn owned_pods_is_still_read_as_owned_objects() {
+        let read = |value| Settings::from_value(&value).unwrap().owned_objects;
+        assert_eq!(read(json!({})), OwnedObjects::Skip);
+        assert_eq!(read(json!({"ownedObjects": "check"})), OwnedObjects::Check);
+        assert_eq!(read(json!({"ownedPods": "check"})), OwnedObjects::Check);
+        assert_eq!(read(json!({"ownedPods": "skip"})), OwnedObjects::Skip);
+        let both = error(json!({"ownedObjects": "skip", "ownedPods": "check"}));
+        assert_eq!(
+            both,
+            "invalid settings: ownedPods: the former name of ownedObjects, set to another value: set ownedObjects only"
+        );
+        let agreeing = json!({"ownedObjects": "check", "ownedPods": "check"});
+        assert_eq!(read(agreeing), OwnedObjects::Check);
+        let bad = error(json!({"ownedObjects": "ignore"}));
+        assert!(
+            bad.contains("ownedObjects") && bad.contains("`skip` or `check`"),
+            "{bad}"
+        );
     }
 
     #[test]

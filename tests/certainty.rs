@@ -80,6 +80,88 @@ fn owned_pods_are_checked_when_the_owner_is_not_checked_or_on_request() {
     assert!(host.digest_calls().is_empty());
 }
 
+/// A workload fixture (its images are not in [`cluster`]'s registry: 404 if looked up), with
+/// a controller owner when `owner` is given.
+fn workload(fixture_name: &str, owner: Option<(&str, &str)>) -> Value {
+    let request = fixture(fixture_name);
+    match owner {
+        Some((api_version, kind)) => owned_by(request, api_version, kind),
+        None => request,
+    }
+}
+
+#[test]
+fn objects_of_checked_controllers_are_not_looked_up_again_one_level_up() {
+    for (fixture_name, owner) in [
+        ("replicaset-create.json", ("apps/v1", "Deployment")),
+        ("job-create.json", ("batch/v1", "CronJob")),
+    ] {
+        let host = cluster();
+        let response = run(&workload(fixture_name, Some(owner)), json!({}), &host);
+        assert_eq!(response["accepted"], true, "{fixture_name}: {response}");
+        assert!(warnings(&response).is_empty(), "{response}");
+        assert!(host.calls().is_empty(), "{fixture_name}: {:?}", host.calls());
+        // The same object without its owner is a user's own: checked, and its tags are gone.
+        let host = cluster();
+        let response = run(&workload(fixture_name, None), json!({}), &host);
+        assert_eq!(response["accepted"], false, "{fixture_name}: {response}");
+        assert!(message(&response).contains("not found on registry registry.example.com"));
+        assert_eq!(host.digest_calls().len(), 3, "{:?}", host.calls());
+    }
+}
+
+#[test]
+fn owned_objects_are_checked_when_the_owner_is_not_checked_or_on_request() {
+    let rs = || workload("replicaset-create.json", Some(("apps/v1", "Deployment")));
+    // ownedObjects: check, and its former name ownedPods: check.
+    for settings in [json!({"ownedObjects": "check"}), json!({"ownedPods": "check"})] {
+        let response = run(&rs(), settings.clone(), &cluster());
+        assert_eq!(response["accepted"], false, "{settings}: {response}");
+        assert!(message(&response).starts_with("ReplicaSet team-a/web: 3 images will not pull"));
+    }
+    // An owner reference that is not the controller, or a Pod, owns nothing here.
+    let mut not_controller = rs();
+    not_controller["object"]["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+    assert_eq!(run(&not_controller, json!({}), &cluster())["accepted"], false);
+    let pod_owned = workload("job-create.json", Some(("v1", "Pod")));
+    assert_eq!(run(&pod_owned, json!({}), &cluster())["accepted"], false);
+    // Argo Rollouts create ReplicaSets: skipped once the Rollout is a kind the policy checks.
+    let rollout_rs = workload("replicaset-create.json", Some(("argoproj.io/v1alpha1", "Rollout")));
+    assert_eq!(run(&rollout_rs, json!({}), &cluster())["accepted"], false);
+    let settings = json!({"customResources": [{"apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout", "podSpecs": ["$.spec.template.spec"]}]});
+    let host = cluster();
+    assert_eq!(run(&rollout_rs, settings, &host)["accepted"], true);
+    assert!(host.calls().is_empty(), "{:?}", host.calls());
+}
+
+#[test]
+fn a_custom_kinds_child_of_a_custom_kind_is_not_looked_up_again() {
+    // An Argo CronWorkflow creates Workflows: with both configured, the Workflow it created is
+    // not asked about again, while one a user writes is.
+    let settings = json!({"customResources": [
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
+         "images": ["$.spec.workflowSpec.templates[*].container.image"]},
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+         "images": ["$.spec.templates[*].container.image"]}]});
+    let workflow = json!({
+        "uid": "5e6f", "operation": "CREATE", "namespace": "team-a", "name": "nightly-1",
+        "kind": {"group": "argoproj.io", "version": "v1alpha1", "kind": "Workflow"},
+        "resource": {"group": "argoproj.io", "version": "v1alpha1", "resource": "workflows"},
+        "userInfo": {"username": "system:serviceaccount:argo:argo-workflow-controller"},
+        "object": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "nightly-1", "namespace": "team-a"},
+            "spec": {"templates": [{"name": "main",
+                "container": {"image": "registry.example.com/team/gone:1"}}]}}});
+    let host = cluster();
+    assert_eq!(run(&workflow, settings.clone(), &host)["accepted"], false);
+    assert_eq!(host.digest_calls(), ["registry.example.com/team/gone:1"]);
+    let owned = owned_by(workflow, "argoproj.io/v1alpha1", "CronWorkflow");
+    let host = cluster();
+    assert_eq!(run(&owned, settings, &host)["accepted"], true);
+    assert!(host.calls().is_empty(), "{:?}", host.calls());
+}
+
 #[test]
 fn ephemeral_containers_of_owned_pods_are_still_checked() {
     let mut request = owned_by(
