@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Observed};
 use crate::host::Host;
 use crate::mirrors::Location;
 use crate::object::{Metadata, Object};
@@ -101,8 +101,7 @@ pub struct Check {
 impl Check {
     /// Parses the image of `container`.
     fn new(container: ContainerImage) -> Self {
-        let reference = ImageReference::parse(&container.image)
-            .map_err(|e| Failure::new(FailureKind::InvalidReference, e.to_string()));
+        let reference = parse_image(&container.image);
         Check {
             container,
             reference,
@@ -130,6 +129,28 @@ impl Check {
             }
         }
     }
+}
+
+/// An image as the kubelet would read it. An empty or blank image is no reference at all:
+/// the API server refuses a Pod without one (`image: Required value`, or leading and trailing
+/// whitespace), so no kubelet is ever asked to pull it, and a template's blank image is a
+/// placeholder some tools fill in later. Nothing to look up, and nothing proven: `notLookedUp`,
+/// saying so, rather than the parser's "repository name must have at least one component".
+fn parse_image(image: &str) -> Result<ImageReference, Failure> {
+    if image.trim().is_empty() {
+        let what = if image.is_empty() {
+            "empty"
+        } else {
+            "blank (whitespace only)"
+        };
+        return Err(Failure::observed(
+            FailureKind::NotLookedUp,
+            Observed::EmptyImage,
+            format!("the image is {what}: there is no reference to look up"),
+        ));
+    }
+    ImageReference::parse(image)
+        .map_err(|e| Failure::new(FailureKind::InvalidReference, e.to_string()))
 }
 
 /// What [`plan`] found: something to check, nothing, or a request it cannot read.

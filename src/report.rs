@@ -6,7 +6,7 @@ use std::fmt;
 
 use kubewarden_policy_sdk::response::ValidationResponse;
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Observed};
 use crate::reference::ImageReference;
 use crate::settings::{Action, Actions};
 use crate::text::truncate;
@@ -137,13 +137,13 @@ impl Finding {
         match self.reference() {
             Some(reference) if with_mirrors => format!(
                 "{} on registry {} and its mirrors",
-                self.failure.kind,
+                self.failure.label(),
                 reference.registry()
             ),
             Some(reference) => {
-                format!("{} on registry {}", self.failure.kind, reference.registry())
+                format!("{} on registry {}", self.failure.label(), reference.registry())
             }
-            None => self.failure.kind.to_string(),
+            None => self.failure.label().to_owned(),
         }
     }
 
@@ -154,6 +154,13 @@ impl Finding {
             .reference()
             .map(ImageReference::name)
             .unwrap_or_default();
+        match self.failure.observed {
+            Observed::HostCannotParse => return format!(
+                "the node may well pull it; to have it checked, reach {registry} by a DNS name or an IPv4 address, or exempt it with exemptImages"
+            ),
+            Observed::EmptyImage => return "set the image, or have the tool that fills it in do so before pods are created: the API server refuses a Pod without one".to_owned(),
+            Observed::AsKind => {}
+        }
         match self.failure.kind {
             FailureKind::Absent => format!(
                 "check that the tag or digest was pushed to {name} and is spelled correctly"
@@ -324,25 +331,25 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     if total_len(&each) <= WARNINGS_TOTAL_MAX {
         return each;
     }
-    let mut groups: Vec<(FailureKind, String, Vec<&Finding>)> = Vec::new();
+    let mut groups: Vec<(&Failure, String, Vec<&Finding>)> = Vec::new();
     for finding in warned {
         let registry = finding
             .reference()
             .map(|r| r.registry().to_owned())
             .unwrap_or_default();
-        match groups
-            .iter_mut()
-            .find(|(kind, r, _)| *kind == finding.failure.kind && *r == registry)
-        {
+        let failure = &finding.failure;
+        match groups.iter_mut().find(|(f, r, _)| {
+            (f.kind, f.observed) == (failure.kind, failure.observed) && *r == registry
+        }) {
             Some((_, _, members)) => members.push(finding),
-            None => groups.push((finding.failure.kind, registry, vec![finding])),
+            None => groups.push((failure, registry, vec![finding])),
         }
     }
     let grouped = groups
         .iter()
-        .map(|(kind, registry, members)| match members.as_slice() {
+        .map(|(failure, registry, members)| match members.as_slice() {
             [single] => single.warning(),
-            _ => group_warning(*kind, registry, members),
+            _ => group_warning(failure, registry, members),
         });
     let mut kept: Vec<String> = Vec::new();
     let all: Vec<String> = notes.chain(grouped).collect();
@@ -361,8 +368,8 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     kept
 }
 
-/// One warning for several findings of `kind` on `registry`.
-fn group_warning(kind: FailureKind, registry: &str, members: &[&Finding]) -> String {
+/// One warning for several findings like `failure` on `registry`.
+fn group_warning(failure: &Failure, registry: &str, members: &[&Finding]) -> String {
     let subjects: Vec<String> = members.iter().map(|f| f.subject(60)).collect();
     let on = if registry.is_empty() {
         String::new()
@@ -370,9 +377,10 @@ fn group_warning(kind: FailureKind, registry: &str, members: &[&Finding]) -> Str
         format!(" on registry {registry}")
     };
     let line = format!(
-        "{} images{on}: {kind}; allowed (actions.{}: warn); all in the audit annotation {WARNINGS_ANNOTATION}: {}",
+        "{} images{on}: {}; allowed (actions.{}: warn); all in the audit annotation {WARNINGS_ANNOTATION}: {}",
         members.len(),
-        kind.setting_key(),
+        failure.label(),
+        failure.kind.setting_key(),
         subjects.join(", ")
     );
     truncate(&line, WARNING_MAX)

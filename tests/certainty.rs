@@ -267,14 +267,84 @@ fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
+    // What happened: the policy server's parser refused the form; no registry was reached
+    // or failed to answer (issue 17, point 4).
+    assert_eq!(
+        warnings,
+        ["container \"app\" image \"[fd00::10]:5000/app:1\": cannot be looked up by the policy server on registry [fd00::10]:5000; allowed (actions.unreachable: warn): the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: invalid reference format"]
+    );
+    assert!(!warnings[0].contains("unreachable on"), "{warnings:?}");
+    // With unreachable: reject the hint says what to do about a form, not about a registry.
+    let strict = run(&request, json!({"actions": {"unreachable": "reject"}}), &host);
+    assert_eq!(strict["accepted"], false);
     assert!(
-        warnings[0].contains("registry unreachable on registry [fd00::10]:5000"),
+        message(&strict).contains("reach [fd00::10]:5000 by a DNS name or an IPv4 address"),
+        "{strict}"
+    );
+    assert!(!message(&strict).contains("could not be asked"), "{strict}");
+}
+
+#[test]
+fn many_unparsable_references_are_grouped_in_their_own_words() {
+    let images: Vec<String> = (0..40)
+        .map(|i| format!("[fd00::10]:5000/team/app-{i}-with-a-long-repository-name:1"))
+        .collect();
+    let mut request = pod_with(&images[0], None);
+    request["object"]["spec"]["containers"] = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    let mut host = cluster();
+    for image in &images {
+        host = host.with_error(image, "Callback evaluation failure: invalid reference format");
+    }
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert!(
+        warnings[0].starts_with("40 images on registry [fd00::10]:5000: cannot be looked up by the policy server; allowed (actions.unreachable: warn)"),
         "{warnings:?}"
     );
-    assert!(
-        warnings[0].contains("the policy server cannot look up references of this form"),
-        "{warnings:?}"
-    );
+}
+
+#[test]
+fn an_empty_template_image_is_nothing_to_look_up_not_an_invalid_reference() {
+    // The API server refuses a Pod without an image (and, validateContainerCommon, a built-in
+    // template too, before any validating webhook; a mutating one sees it); a blank template
+    // image is accepted as a placeholder some tools fill in. No pull is proven to fail.
+    for (fixture_name, image, what) in [
+        ("deployment-create.json", "", "empty"),
+        ("cronjob-create.json", "", "empty"),
+        ("deployment-create.json", " ", "blank (whitespace only)"),
+        ("pod-create.json", "", "empty"),
+    ] {
+        let mut request = fixture(fixture_name);
+        let spec = if fixture_name.starts_with("cronjob") {
+            &mut request["object"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        } else if fixture_name.starts_with("pod") {
+            &mut request["object"]["spec"]
+        } else {
+            &mut request["object"]["spec"]["template"]["spec"]
+        };
+        spec["containers"][0]["image"] = json!(image);
+        let host = cluster()
+            .with_digest(MIGRATE, DIGEST)
+            .with_digest(BUSYBOX, DIGEST);
+        let response = run(&request, json!({}), &host);
+        assert_eq!(response["accepted"], true, "{fixture_name}: {response}");
+        assert_eq!(
+            warnings(&response),
+            [format!("container \"app\" image {image:?}: no image to look up; allowed (actions.notLookedUp: warn): the image is {what}: there is no reference to look up")],
+            "{fixture_name}"
+        );
+        assert!(!response.to_string().contains("at least one component"));
+        assert_eq!(host.digest_calls().len(), 2, "{:?}", host.calls());
+        // notLookedUp: reject refuses it, with the hint for an empty image.
+        let strict = run(&request, json!({"actions": {"notLookedUp": "reject"}}), &host);
+        assert_eq!(strict["accepted"], false);
+        assert!(message(&strict).contains("Hint: set the image"), "{strict}");
+    }
 }
 
 #[test]
