@@ -100,6 +100,10 @@ pub enum FailureKind {
     /// The policy did not ask the registry: it is outside `lookupRegistries`, or its address is
     /// one lookups are never sent to (`deniedLookupNetworks`).
     NotLookedUp,
+    /// A short name (`nginx:1.25`) the nodes' CRI-O cannot resolve (`shortNames`): no alias,
+    /// and no search registry or several under `enforcing`. The pull fails before any registry
+    /// is asked.
+    UnresolvedShortName,
 }
 
 /// What the policy knows about one failure class.
@@ -115,7 +119,7 @@ pub struct KindSpec {
 
 impl FailureKind {
     /// How many kinds there are.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     /// Every kind, in the order reports list them.
     pub const ALL: [FailureKind; Self::COUNT] = [
@@ -131,6 +135,7 @@ impl FailureKind {
         FailureKind::MissingPlatform,
         FailureKind::CachedOnNodes,
         FailureKind::NotLookedUp,
+        FailureKind::UnresolvedShortName,
     ];
 
     /// Every setting key, in the order of [`FailureKind::ALL`], for error messages.
@@ -162,6 +167,7 @@ impl FailureKind {
             MissingPlatform =>     ("missingPlatform",     true,  "no manifest for a required platform"),
             CachedOnNodes =>       ("cachedOnNodes",       false, "not found (cached on nodes)"),
             NotLookedUp =>         ("notLookedUp",         false, "not looked up"),
+            UnresolvedShortName => ("unresolvedShortName", true,  "short name the nodes cannot resolve"),
         };
         KindSpec { key, certain, label }
     }
@@ -225,7 +231,8 @@ mod tests {
                 FailureKind::Absent,
                 FailureKind::InvalidReference,
                 FailureKind::MalformedPullSecret,
-                FailureKind::MissingPlatform
+                FailureKind::MissingPlatform,
+                FailureKind::UnresolvedShortName
             ]
         );
     }

@@ -13,8 +13,9 @@ use crate::mirrors::Location;
 use crate::object::{Metadata, Object};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
-use crate::report::Resource;
+use crate::report::{AlsoAsked, Resource};
 use crate::settings::{OwnedObjects, Settings};
+use crate::short_names::{Resolution, ShortNames};
 use crate::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
@@ -96,6 +97,10 @@ pub struct Check {
     pub reference: Result<ImageReference, Failure>,
     /// Where a node looks for it, mirrors first; empty for an invalid reference.
     pub chain: Vec<Location>,
+    /// The further references a node tries when `reference` does not pull: CRI-O's other
+    /// unqualified-search registries for a short name (`shortNames`); their locations follow
+    /// `reference`'s in `chain`.
+    pub alternatives: Vec<ImageReference>,
 }
 
 impl Check {
@@ -106,6 +111,51 @@ impl Check {
             container,
             reference,
             chain: Vec::new(),
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// Replaces the parsed reference by what the nodes' runtime pulls for a short name.
+    fn resolve_short_name(&mut self, short_names: &ShortNames) {
+        if self.reference.is_err() {
+            return;
+        }
+        match short_names.resolve(&self.container.image) {
+            Resolution::AsParsed => {}
+            Resolution::Candidates(mut candidates) => {
+                self.alternatives = candidates.split_off(1.min(candidates.len()));
+                if let Some(first) = candidates.pop() {
+                    self.reference = Ok(first);
+                }
+            }
+            Resolution::Fails(reason) => {
+                self.reference = Err(Failure::new(FailureKind::UnresolvedShortName, reason));
+            }
+        }
+    }
+
+    /// What else than the reference's registry a node asks, for messages.
+    pub fn also_asked(&self) -> AlsoAsked {
+        match &self.reference {
+            Ok(reference) if !self.alternatives.is_empty() => AlsoAsked::SearchRegistries(
+                std::iter::once(reference)
+                    .chain(&self.alternatives)
+                    .map(|r| r.registry().to_owned())
+                    .collect(),
+            ),
+            _ if self.chain.len() > 1 => AlsoAsked::Mirrors,
+            _ => AlsoAsked::Nothing,
+        }
+    }
+
+    /// The locations a node tries for this image, in order: each reference's mirrors, then
+    /// the reference itself.
+    fn locate(&mut self, settings: &Settings) {
+        if let Ok(reference) = &self.reference {
+            self.chain = std::iter::once(reference)
+                .chain(&self.alternatives)
+                .flat_map(|reference| settings.mirrors.locations(reference))
+                .collect();
         }
     }
 
@@ -208,11 +258,12 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         }
     }
     for pod in &mut pods {
+        for check in &mut pod.checks {
+            check.resolve_short_name(&settings.short_names);
+        }
         pod.checks.retain(|check| check.needs_registry(settings));
         for check in &mut pod.checks {
-            if let Ok(reference) = &check.reference {
-                check.chain = settings.mirrors.locations(reference);
-            }
+            check.locate(settings);
         }
     }
     if pods.iter().all(|pod| pod.checks.is_empty()) {

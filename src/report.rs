@@ -53,14 +53,27 @@ pub enum Subject {
         container: ContainerImage,
         /// The parsed reference, absent when the image did not parse.
         reference: Option<ImageReference>,
-        /// True when mirrors were asked too: the reason then names them with the registry.
-        with_mirrors: bool,
+        /// Which other locations were asked: the reason then names them with the registry.
+        also_asked: AlsoAsked,
     },
     /// A pull secret, or the ServiceAccount that should list them.
     PullSecret {
         /// How to name it, e.g. `pull secret "team-a/regcred" (from ServiceAccount "default")`.
         description: String,
     },
+}
+
+/// The locations asked besides the reference's own registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AlsoAsked {
+    /// None: the registry alone.
+    #[default]
+    Nothing,
+    /// Mirrors of the registry (`registries`).
+    Mirrors,
+    /// CRI-O's unqualified-search registries, in order, the reference's own first
+    /// (`shortNames`), each with its mirrors.
+    SearchRegistries(Vec<String>),
 }
 
 /// One problem found in a request, with everything a message needs.
@@ -83,16 +96,16 @@ impl Finding {
             subject: Subject::Image {
                 container,
                 reference,
-                with_mirrors: false,
+                also_asked: AlsoAsked::Nothing,
             },
             failure,
         }
     }
 
-    /// Marks an image finding as the result of a mirror chain, not of the registry alone.
-    pub fn with_mirrors(mut self, asked_mirrors: bool) -> Self {
-        if let Subject::Image { with_mirrors, .. } = &mut self.subject {
-            *with_mirrors = asked_mirrors;
+    /// Marks an image finding as the result of a chain of locations, not of the registry alone.
+    pub fn also_asked(mut self, asked: AlsoAsked) -> Self {
+        if let Subject::Image { also_asked, .. } = &mut self.subject {
+            *also_asked = asked;
         }
         self
     }
@@ -127,23 +140,23 @@ impl Finding {
 
     /// `not found on registry docker.io` / `invalid image reference`
     fn reason(&self) -> String {
-        let with_mirrors = matches!(
-            self.subject,
-            Subject::Image {
-                with_mirrors: true,
-                ..
-            }
-        );
-        match self.reference() {
-            Some(reference) if with_mirrors => format!(
-                "{} on registry {} and its mirrors",
-                self.failure.label(),
+        let also_asked = match &self.subject {
+            Subject::Image { also_asked, .. } => also_asked,
+            Subject::PullSecret { .. } => &AlsoAsked::Nothing,
+        };
+        let label = self.failure.label();
+        match (self.reference(), also_asked) {
+            (Some(reference), AlsoAsked::Mirrors) => format!(
+                "{label} on registry {} and its mirrors",
                 reference.registry()
             ),
-            Some(reference) => {
-                format!("{} on registry {}", self.failure.label(), reference.registry())
+            (Some(_), AlsoAsked::SearchRegistries(registries)) => {
+                format!("{label} on search registries {}", registries.join(", "))
             }
-            None => self.failure.label().to_owned(),
+            (Some(reference), AlsoAsked::Nothing) => {
+                format!("{label} on registry {}", reference.registry())
+            }
+            (None, _) => label.to_owned(),
         }
     }
 
@@ -182,6 +195,7 @@ impl Finding {
                 "pods placed on nodes without the image will fail: push the tag or digest to {name} again, or pin the pods to those nodes"
             ),
             FailureKind::NotLookedUp => "add the registry to lookupRegistries to have it checked, or check the image yourself".to_owned(),
+            FailureKind::UnresolvedShortName => "write the image with its registry (e.g. docker.io/library/nginx:1.25), or give the nodes an alias for it in registries.conf (and in shortNames.aliases)".to_owned(),
             FailureKind::UncoveredRegistry => format!(
                 "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
             ),

@@ -12,6 +12,7 @@ use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
+use crate::short_names::{ShortNameRules, ShortNames};
 
 /// What to do with an image that failed in a given way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -138,6 +139,7 @@ struct RawSettings {
     lookup_registries: Vec<String>,
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
+    short_names: ShortNameRules,
 }
 
 impl Default for RawSettings {
@@ -159,6 +161,7 @@ impl Default for RawSettings {
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .map(str::to_owned)
                 .to_vec(),
+            short_names: ShortNameRules::default(),
         }
     }
 }
@@ -186,6 +189,8 @@ pub struct Settings {
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
     pub not_found_may_mean_denied: Vec<glob::Pattern>,
+    /// What the nodes' runtime pulls for an image written without a registry.
+    pub short_names: ShortNames,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -206,6 +211,7 @@ impl Default for Settings {
                 .iter()
                 .filter_map(|pattern| glob::Pattern::new(pattern).ok())
                 .collect(),
+            short_names: ShortNames::default(),
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -283,6 +289,7 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
+        let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
         let owned_objects = match (raw.owned_objects, raw.owned_pods) {
             (Some(new), Some(old)) if new != old => {
                 return Err(SettingsError::new(
@@ -295,6 +302,7 @@ impl Settings {
         Ok(Settings {
             actions: raw.actions,
             owned_objects,
+            short_names,
             lookup_scope,
             not_found_may_mean_denied,
             pull_secrets: raw.pull_secrets,
