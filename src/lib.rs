@@ -53,6 +53,7 @@ pub mod short_names;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod ui_form;
 pub mod workload;
 
 #[cfg(target_arch = "wasm32")]

@@ -13,6 +13,7 @@ use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
 use crate::short_names::{ShortNameRules, ShortNames};
+use crate::ui_form;
 
 /// What to do with an image that failed in a given way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -219,12 +220,14 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Parses and validates settings; `null` means all defaults.
+    /// Parses and validates settings; `null` means all defaults. What the Kubewarden UI's
+    /// form writes for "nothing" (its hidden `description`, `''`, `null`, empty rows) is
+    /// removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
         let raw: RawSettings = if value.is_null() {
             RawSettings::default()
         } else {
-            Self::parse_raw(value)?
+            Self::parse_raw(&ui_form::normalise(value))?
         };
         Self::compile(raw)
     }
@@ -493,13 +496,17 @@ mod tests {
     fn bad_patterns_are_named() {
         let message = error(json!({"exemptImages": ["ok/*", "[unclosed"]}));
         assert!(message.contains("exemptImages[1]"), "{message}");
-        assert!(error(json!({"exemptImages": [""]})).contains("must not be empty"));
+        // An empty row (the UI's "Add" with nothing typed) is no pattern: dropped, not refused.
+        assert!(Settings::from_value(&json!({"exemptImages": [""]}))
+            .unwrap()
+            .exempt_images
+            .is_empty());
         assert!(error(json!({"exemptImages": ["a b"]})).contains("whitespace"));
     }
 
     #[test]
     fn bad_namespaces_are_named() {
-        for bad in ["", "Team-A", "-a", &"a".repeat(64)] {
+        for bad in ["Team-A", "-a", &"a".repeat(64), " "] {
             let message = error(json!({"exemptNamespaces": ["ok", bad]}));
             assert!(message.contains("exemptNamespaces[1]"), "{bad}: {message}");
         }
@@ -513,7 +520,7 @@ mod tests {
             json!({"actions": "reject"}),
             json!({"actions": {"absent": 3}}),
             json!({"exemptImages": "registry.internal/*"}),
-            json!({"exemptImages": [null]}),
+            json!({"exemptImages": [3]}),
             json!({"exemptNamespaces": [{"name": "a"}]}),
         ] {
             assert!(
