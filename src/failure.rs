@@ -15,6 +15,8 @@ pub struct Failure {
     pub kind: FailureKind,
     /// A one-line explanation taken from the registry or the parser; never secret material.
     pub detail: String,
+    /// What was observed, when it is narrower than the kind's label: messages say it instead.
+    pub observed: Observed,
 }
 
 impl Failure {
@@ -23,6 +25,46 @@ impl Failure {
         Failure {
             kind,
             detail: detail.into(),
+            observed: Observed::AsKind,
+        }
+    }
+
+    /// A failure of `kind` whose messages name what was `observed` rather than the kind.
+    pub fn observed(kind: FailureKind, observed: Observed, detail: impl Into<String>) -> Self {
+        Failure {
+            observed,
+            ..Failure::new(kind, detail)
+        }
+    }
+
+    /// How messages name the failure: what was observed, else the kind's label.
+    pub fn label(&self) -> &'static str {
+        self.observed.label().unwrap_or(self.kind.spec().label)
+    }
+}
+
+/// Observations that a kind's action covers but whose words must be their own: the action
+/// follows the kind (an operator's `actions.unreachable` still decides), the message says what
+/// happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Observed {
+    /// Nothing narrower than the kind: its label says it.
+    #[default]
+    AsKind,
+    /// The policy server's reference parser refused a reference the policy (and the kubelet)
+    /// accepts, e.g. a bracketed IPv6 registry: no request was sent.
+    HostCannotParse,
+    /// The image is empty or blank: there is no reference to look up.
+    EmptyImage,
+}
+
+impl Observed {
+    /// The words that replace the kind's label, if any.
+    pub const fn label(self) -> Option<&'static str> {
+        match self {
+            Observed::AsKind => None,
+            Observed::HostCannotParse => Some("cannot be looked up by the policy server"),
+            Observed::EmptyImage => Some("no image to look up"),
         }
     }
 }
@@ -58,6 +100,10 @@ pub enum FailureKind {
     /// The policy did not ask the registry: it is outside `lookupRegistries`, or its address is
     /// one lookups are never sent to (`deniedLookupNetworks`).
     NotLookedUp,
+    /// A short name (`nginx:1.25`) the nodes' CRI-O cannot resolve (`shortNames`): no alias,
+    /// and no search registry or several under `enforcing`. The pull fails before any registry
+    /// is asked.
+    UnresolvedShortName,
 }
 
 /// What the policy knows about one failure class.
@@ -73,7 +119,7 @@ pub struct KindSpec {
 
 impl FailureKind {
     /// How many kinds there are.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     /// Every kind, in the order reports list them.
     pub const ALL: [FailureKind; Self::COUNT] = [
@@ -89,6 +135,7 @@ impl FailureKind {
         FailureKind::MissingPlatform,
         FailureKind::CachedOnNodes,
         FailureKind::NotLookedUp,
+        FailureKind::UnresolvedShortName,
     ];
 
     /// Every setting key, in the order of [`FailureKind::ALL`], for error messages.
@@ -120,6 +167,7 @@ impl FailureKind {
             MissingPlatform =>     ("missingPlatform",     true,  "no manifest for a required platform"),
             CachedOnNodes =>       ("cachedOnNodes",       false, "not found (cached on nodes)"),
             NotLookedUp =>         ("notLookedUp",         false, "not looked up"),
+            UnresolvedShortName => ("unresolvedShortName", true,  "short name the nodes cannot resolve"),
         };
         KindSpec { key, certain, label }
     }
@@ -183,7 +231,8 @@ mod tests {
                 FailureKind::Absent,
                 FailureKind::InvalidReference,
                 FailureKind::MalformedPullSecret,
-                FailureKind::MissingPlatform
+                FailureKind::MissingPlatform,
+                FailureKind::UnresolvedShortName
             ]
         );
     }

@@ -73,7 +73,7 @@ pub fn judge(
                 judge
                     .judgement
                     .findings
-                    .push(finding.with_mirrors(check.chain.len() > 1));
+                    .push(finding.also_asked(check.also_asked()));
             }
         }
     }

@@ -47,11 +47,13 @@ pub mod reference;
 pub mod report;
 pub mod scheduling;
 pub mod settings;
+pub mod short_names;
 /// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
 /// feature); never part of the policy.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod ui_form;
 pub mod workload;
 
 #[cfg(target_arch = "wasm32")]

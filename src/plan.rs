@@ -7,14 +7,15 @@ use std::collections::HashSet;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Observed};
 use crate::host::Host;
 use crate::mirrors::Location;
 use crate::object::{Metadata, Object};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
-use crate::report::Resource;
-use crate::settings::{OwnedPods, Settings};
+use crate::report::{AlsoAsked, Resource};
+use crate::settings::{OwnedObjects, Settings};
+use crate::short_names::{Resolution, ShortNames};
 use crate::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
@@ -96,17 +97,65 @@ pub struct Check {
     pub reference: Result<ImageReference, Failure>,
     /// Where a node looks for it, mirrors first; empty for an invalid reference.
     pub chain: Vec<Location>,
+    /// The further references a node tries when `reference` does not pull: CRI-O's other
+    /// unqualified-search registries for a short name (`shortNames`); their locations follow
+    /// `reference`'s in `chain`.
+    pub alternatives: Vec<ImageReference>,
 }
 
 impl Check {
     /// Parses the image of `container`.
     fn new(container: ContainerImage) -> Self {
-        let reference = ImageReference::parse(&container.image)
-            .map_err(|e| Failure::new(FailureKind::InvalidReference, e.to_string()));
+        let reference = parse_image(&container.image);
         Check {
             container,
             reference,
             chain: Vec::new(),
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// Replaces the parsed reference by what the nodes' runtime pulls for a short name.
+    fn resolve_short_name(&mut self, short_names: &ShortNames) {
+        if self.reference.is_err() {
+            return;
+        }
+        match short_names.resolve(&self.container.image) {
+            Resolution::AsParsed => {}
+            Resolution::Candidates(mut candidates) => {
+                self.alternatives = candidates.split_off(1.min(candidates.len()));
+                if let Some(first) = candidates.pop() {
+                    self.reference = Ok(first);
+                }
+            }
+            Resolution::Fails(reason) => {
+                self.reference = Err(Failure::new(FailureKind::UnresolvedShortName, reason));
+            }
+        }
+    }
+
+    /// What else than the reference's registry a node asks, for messages.
+    pub fn also_asked(&self) -> AlsoAsked {
+        match &self.reference {
+            Ok(reference) if !self.alternatives.is_empty() => AlsoAsked::SearchRegistries(
+                std::iter::once(reference)
+                    .chain(&self.alternatives)
+                    .map(|r| r.registry().to_owned())
+                    .collect(),
+            ),
+            _ if self.chain.len() > 1 => AlsoAsked::Mirrors,
+            _ => AlsoAsked::Nothing,
+        }
+    }
+
+    /// The locations a node tries for this image, in order: each reference's mirrors, then
+    /// the reference itself.
+    fn locate(&mut self, settings: &Settings) {
+        if let Ok(reference) = &self.reference {
+            self.chain = std::iter::once(reference)
+                .chain(&self.alternatives)
+                .flat_map(|reference| settings.mirrors.locations(reference))
+                .collect();
         }
     }
 
@@ -130,6 +179,28 @@ impl Check {
             }
         }
     }
+}
+
+/// An image as the kubelet would read it. An empty or blank image is no reference at all:
+/// the API server refuses a Pod without one (`image: Required value`, or leading and trailing
+/// whitespace), so no kubelet is ever asked to pull it, and a template's blank image is a
+/// placeholder some tools fill in later. Nothing to look up, and nothing proven: `notLookedUp`,
+/// saying so, rather than the parser's "repository name must have at least one component".
+fn parse_image(image: &str) -> Result<ImageReference, Failure> {
+    if image.trim().is_empty() {
+        let what = if image.is_empty() {
+            "empty"
+        } else {
+            "blank (whitespace only)"
+        };
+        return Err(Failure::observed(
+            FailureKind::NotLookedUp,
+            Observed::EmptyImage,
+            format!("the image is {what}: there is no reference to look up"),
+        ));
+    }
+    ImageReference::parse(image)
+        .map_err(|e| Failure::new(FailureKind::InvalidReference, e.to_string()))
 }
 
 /// What [`plan`] found: something to check, nothing, or a request it cannot read.
@@ -167,9 +238,9 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         Ok(pods) => pods,
         Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
     };
-    if target.is_owned_pod(&metadata, settings) {
+    if target.is_owned(&metadata, settings) {
         // Its owner was the admission point; only ephemeral containers (kubectl debug) are
-        // added to a Pod after its controller created it.
+        // added to a Pod after its controller created it (templates cannot have any).
         for pod in &mut pods {
             pod.checks
                 .retain(|check| check.container.list == ContainerList::Ephemeral);
@@ -187,11 +258,12 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         }
     }
     for pod in &mut pods {
+        for check in &mut pod.checks {
+            check.resolve_short_name(&settings.short_names);
+        }
         pod.checks.retain(|check| check.needs_registry(settings));
         for check in &mut pod.checks {
-            if let Ok(reference) = &check.reference {
-                check.chain = settings.mirrors.locations(reference);
-            }
+            check.locate(settings);
         }
     }
     if pods.iter().all(|pod| pod.checks.is_empty()) {
@@ -261,13 +333,13 @@ impl<'a> Target<'a> {
             && metadata.annotations.contains_key(MIRROR_POD_ANNOTATION)
     }
 
-    /// True for a Pod that a controller the policy checks created (its template was judged
-    /// when the controller was admitted), unless `ownedPods` is `check`.
-    fn is_owned_pod(&self, metadata: &Metadata, settings: &Settings) -> bool {
-        if !matches!(self, Target::Builtin(WorkloadKind::Pod)) {
-            return false;
-        }
-        settings.owned_pods == OwnedPods::Skip
+    /// True for an object that a controller the policy checks created: a Deployment's
+    /// ReplicaSet, a CronJob's Job, a ReplicaSet's Pod, a custom kind's child. Its template was
+    /// judged when that controller was admitted, and the controller re-creates it (self-healing,
+    /// every CronJob run) long after a tag may have been deleted. Unless `ownedObjects` is
+    /// `check`. A Pod is never a controller.
+    fn is_owned(&self, metadata: &Metadata, settings: &Settings) -> bool {
+        settings.owned_objects == OwnedObjects::Skip
             && metadata
                 .owner_references
                 .iter()

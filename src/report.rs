@@ -6,7 +6,7 @@ use std::fmt;
 
 use kubewarden_policy_sdk::response::ValidationResponse;
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Observed};
 use crate::reference::ImageReference;
 use crate::settings::{Action, Actions};
 use crate::text::truncate;
@@ -53,14 +53,27 @@ pub enum Subject {
         container: ContainerImage,
         /// The parsed reference, absent when the image did not parse.
         reference: Option<ImageReference>,
-        /// True when mirrors were asked too: the reason then names them with the registry.
-        with_mirrors: bool,
+        /// Which other locations were asked: the reason then names them with the registry.
+        also_asked: AlsoAsked,
     },
     /// A pull secret, or the ServiceAccount that should list them.
     PullSecret {
         /// How to name it, e.g. `pull secret "team-a/regcred" (from ServiceAccount "default")`.
         description: String,
     },
+}
+
+/// The locations asked besides the reference's own registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AlsoAsked {
+    /// None: the registry alone.
+    #[default]
+    Nothing,
+    /// Mirrors of the registry (`registries`).
+    Mirrors,
+    /// CRI-O's unqualified-search registries, in order, the reference's own first
+    /// (`shortNames`), each with its mirrors.
+    SearchRegistries(Vec<String>),
 }
 
 /// One problem found in a request, with everything a message needs.
@@ -83,16 +96,16 @@ impl Finding {
             subject: Subject::Image {
                 container,
                 reference,
-                with_mirrors: false,
+                also_asked: AlsoAsked::Nothing,
             },
             failure,
         }
     }
 
-    /// Marks an image finding as the result of a mirror chain, not of the registry alone.
-    pub fn with_mirrors(mut self, asked_mirrors: bool) -> Self {
-        if let Subject::Image { with_mirrors, .. } = &mut self.subject {
-            *with_mirrors = asked_mirrors;
+    /// Marks an image finding as the result of a chain of locations, not of the registry alone.
+    pub fn also_asked(mut self, asked: AlsoAsked) -> Self {
+        if let Subject::Image { also_asked, .. } = &mut self.subject {
+            *also_asked = asked;
         }
         self
     }
@@ -127,23 +140,23 @@ impl Finding {
 
     /// `not found on registry docker.io` / `invalid image reference`
     fn reason(&self) -> String {
-        let with_mirrors = matches!(
-            self.subject,
-            Subject::Image {
-                with_mirrors: true,
-                ..
-            }
-        );
-        match self.reference() {
-            Some(reference) if with_mirrors => format!(
-                "{} on registry {} and its mirrors",
-                self.failure.kind,
+        let also_asked = match &self.subject {
+            Subject::Image { also_asked, .. } => also_asked,
+            Subject::PullSecret { .. } => &AlsoAsked::Nothing,
+        };
+        let label = self.failure.label();
+        match (self.reference(), also_asked) {
+            (Some(reference), AlsoAsked::Mirrors) => format!(
+                "{label} on registry {} and its mirrors",
                 reference.registry()
             ),
-            Some(reference) => {
-                format!("{} on registry {}", self.failure.kind, reference.registry())
+            (Some(_), AlsoAsked::SearchRegistries(registries)) => {
+                format!("{label} on search registries {}", registries.join(", "))
             }
-            None => self.failure.kind.to_string(),
+            (Some(reference), AlsoAsked::Nothing) => {
+                format!("{label} on registry {}", reference.registry())
+            }
+            (None, _) => label.to_owned(),
         }
     }
 
@@ -154,6 +167,13 @@ impl Finding {
             .reference()
             .map(ImageReference::name)
             .unwrap_or_default();
+        match self.failure.observed {
+            Observed::HostCannotParse => return format!(
+                "the node may well pull it; to have it checked, reach {registry} by a DNS name or an IPv4 address, or exempt it with exemptImages"
+            ),
+            Observed::EmptyImage => return "set the image, or have the tool that fills it in do so before pods are created: the API server refuses a Pod without one".to_owned(),
+            Observed::AsKind => {}
+        }
         match self.failure.kind {
             FailureKind::Absent => format!(
                 "check that the tag or digest was pushed to {name} and is spelled correctly"
@@ -175,6 +195,7 @@ impl Finding {
                 "pods placed on nodes without the image will fail: push the tag or digest to {name} again, or pin the pods to those nodes"
             ),
             FailureKind::NotLookedUp => "add the registry to lookupRegistries to have it checked, or check the image yourself".to_owned(),
+            FailureKind::UnresolvedShortName => "write the image with its registry (e.g. docker.io/library/nginx:1.25), or give the nodes an alias for it in registries.conf (and in shortNames.aliases)".to_owned(),
             FailureKind::UncoveredRegistry => format!(
                 "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
             ),
@@ -324,25 +345,25 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     if total_len(&each) <= WARNINGS_TOTAL_MAX {
         return each;
     }
-    let mut groups: Vec<(FailureKind, String, Vec<&Finding>)> = Vec::new();
+    let mut groups: Vec<(&Failure, String, Vec<&Finding>)> = Vec::new();
     for finding in warned {
         let registry = finding
             .reference()
             .map(|r| r.registry().to_owned())
             .unwrap_or_default();
-        match groups
-            .iter_mut()
-            .find(|(kind, r, _)| *kind == finding.failure.kind && *r == registry)
-        {
+        let failure = &finding.failure;
+        match groups.iter_mut().find(|(f, r, _)| {
+            (f.kind, f.observed) == (failure.kind, failure.observed) && *r == registry
+        }) {
             Some((_, _, members)) => members.push(finding),
-            None => groups.push((finding.failure.kind, registry, vec![finding])),
+            None => groups.push((failure, registry, vec![finding])),
         }
     }
     let grouped = groups
         .iter()
-        .map(|(kind, registry, members)| match members.as_slice() {
+        .map(|(failure, registry, members)| match members.as_slice() {
             [single] => single.warning(),
-            _ => group_warning(*kind, registry, members),
+            _ => group_warning(failure, registry, members),
         });
     let mut kept: Vec<String> = Vec::new();
     let all: Vec<String> = notes.chain(grouped).collect();
@@ -361,8 +382,8 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     kept
 }
 
-/// One warning for several findings of `kind` on `registry`.
-fn group_warning(kind: FailureKind, registry: &str, members: &[&Finding]) -> String {
+/// One warning for several findings like `failure` on `registry`.
+fn group_warning(failure: &Failure, registry: &str, members: &[&Finding]) -> String {
     let subjects: Vec<String> = members.iter().map(|f| f.subject(60)).collect();
     let on = if registry.is_empty() {
         String::new()
@@ -370,9 +391,10 @@ fn group_warning(kind: FailureKind, registry: &str, members: &[&Finding]) -> Str
         format!(" on registry {registry}")
     };
     let line = format!(
-        "{} images{on}: {kind}; allowed (actions.{}: warn); all in the audit annotation {WARNINGS_ANNOTATION}: {}",
+        "{} images{on}: {}; allowed (actions.{}: warn); all in the audit annotation {WARNINGS_ANNOTATION}: {}",
         members.len(),
-        kind.setting_key(),
+        failure.label(),
+        failure.kind.setting_key(),
         subjects.join(", ")
     );
     truncate(&line, WARNING_MAX)

@@ -12,6 +12,8 @@ use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
+use crate::short_names::{ShortNameRules, ShortNames};
+use crate::ui_form;
 
 /// What to do with an image that failed in a given way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -98,14 +100,15 @@ impl Default for PullSecretSettings {
     }
 }
 
-/// Whether Pods created by a controller the policy checks are looked up again.
+/// Whether objects created by a controller the policy checks (a Deployment's ReplicaSets, a
+/// CronJob's Jobs, a ReplicaSet's Pods, a custom kind's children) are looked up again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OwnedPods {
-    /// Their owner was the admission point: check only the ephemeral containers added to them.
+pub enum OwnedObjects {
+    /// Their owner was the admission point: check only the ephemeral containers added to Pods.
     #[default]
     Skip,
-    /// Look them up like any Pod.
+    /// Look them up like any object.
     Check,
 }
 
@@ -131,10 +134,13 @@ struct RawSettings {
     required_platforms: Vec<String>,
     pin_digests: bool,
     custom_resources: Vec<CustomResourceRule>,
-    owned_pods: OwnedPods,
+    owned_objects: Option<OwnedObjects>,
+    /// The former name of `ownedObjects`, from when only Pods were skipped: still accepted.
+    owned_pods: Option<OwnedObjects>,
     lookup_registries: Vec<String>,
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
+    short_names: ShortNameRules,
 }
 
 impl Default for RawSettings {
@@ -149,12 +155,14 @@ impl Default for RawSettings {
             required_platforms: Vec::new(),
             pin_digests: false,
             custom_resources: Vec::new(),
-            owned_pods: OwnedPods::default(),
+            owned_objects: None,
+            owned_pods: None,
             lookup_registries: Vec::new(),
             denied_lookup_networks: DEFAULT_DENIED_NETWORKS.map(str::to_owned).to_vec(),
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .map(str::to_owned)
                 .to_vec(),
+            short_names: ShortNameRules::default(),
         }
     }
 }
@@ -176,12 +184,14 @@ pub struct Settings {
     pub pin_digests: bool,
     /// Custom kinds and where their images are.
     pub custom_kinds: Vec<CustomKind>,
-    /// Whether controller-owned Pods are looked up again.
-    pub owned_pods: OwnedPods,
+    /// Whether controller-owned objects are looked up again.
+    pub owned_objects: OwnedObjects,
     /// Which registries lookups may go to.
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
     pub not_found_may_mean_denied: Vec<glob::Pattern>,
+    /// What the nodes' runtime pulls for an image written without a registry.
+    pub short_names: ShortNames,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -196,12 +206,13 @@ impl Default for Settings {
             required_platforms: Requirement::default(),
             pin_digests: false,
             custom_kinds: Vec::new(),
-            owned_pods: OwnedPods::default(),
+            owned_objects: OwnedObjects::default(),
             lookup_scope: LookupScope::default(),
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .iter()
                 .filter_map(|pattern| glob::Pattern::new(pattern).ok())
                 .collect(),
+            short_names: ShortNames::default(),
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -209,12 +220,14 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Parses and validates settings; `null` means all defaults.
+    /// Parses and validates settings; `null` means all defaults. What the Kubewarden UI's
+    /// form writes for "nothing" (its hidden `description`, `''`, `null`, empty rows) is
+    /// removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
         let raw: RawSettings = if value.is_null() {
             RawSettings::default()
         } else {
-            Self::parse_raw(value)?
+            Self::parse_raw(&ui_form::normalise(value))?
         };
         Self::compile(raw)
     }
@@ -279,9 +292,20 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
+        let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
+        let owned_objects = match (raw.owned_objects, raw.owned_pods) {
+            (Some(new), Some(old)) if new != old => {
+                return Err(SettingsError::new(
+                    "ownedPods",
+                    "the former name of ownedObjects, set to another value: set ownedObjects only",
+                ))
+            }
+            (owned_objects, owned_pods) => owned_objects.or(owned_pods).unwrap_or_default(),
+        };
         Ok(Settings {
             actions: raw.actions,
-            owned_pods: raw.owned_pods,
+            owned_objects,
+            short_names,
             lookup_scope,
             not_found_may_mean_denied,
             pull_secrets: raw.pull_secrets,
@@ -472,13 +496,17 @@ mod tests {
     fn bad_patterns_are_named() {
         let message = error(json!({"exemptImages": ["ok/*", "[unclosed"]}));
         assert!(message.contains("exemptImages[1]"), "{message}");
-        assert!(error(json!({"exemptImages": [""]})).contains("must not be empty"));
+        // An empty row (the UI's "Add" with nothing typed) is no pattern: dropped, not refused.
+        assert!(Settings::from_value(&json!({"exemptImages": [""]}))
+            .unwrap()
+            .exempt_images
+            .is_empty());
         assert!(error(json!({"exemptImages": ["a b"]})).contains("whitespace"));
     }
 
     #[test]
     fn bad_namespaces_are_named() {
-        for bad in ["", "Team-A", "-a", &"a".repeat(64)] {
+        for bad in ["Team-A", "-a", &"a".repeat(64), " "] {
             let message = error(json!({"exemptNamespaces": ["ok", bad]}));
             assert!(message.contains("exemptNamespaces[1]"), "{bad}: {message}");
         }
@@ -492,7 +520,7 @@ mod tests {
             json!({"actions": "reject"}),
             json!({"actions": {"absent": 3}}),
             json!({"exemptImages": "registry.internal/*"}),
-            json!({"exemptImages": [null]}),
+            json!({"exemptImages": [3]}),
             json!({"exemptNamespaces": [{"name": "a"}]}),
         ] {
             assert!(
@@ -551,6 +579,27 @@ mod tests {
             let message = error(json!({"timeBudgetMs": bad}));
             assert!(message.contains("timeBudgetMs"), "{message}");
         }
+    }
+
+    #[test]
+    fn owned_pods_is_still_read_as_owned_objects() {
+        let read = |value| Settings::from_value(&value).unwrap().owned_objects;
+        assert_eq!(read(json!({})), OwnedObjects::Skip);
+        assert_eq!(read(json!({"ownedObjects": "check"})), OwnedObjects::Check);
+        assert_eq!(read(json!({"ownedPods": "check"})), OwnedObjects::Check);
+        assert_eq!(read(json!({"ownedPods": "skip"})), OwnedObjects::Skip);
+        let both = error(json!({"ownedObjects": "skip", "ownedPods": "check"}));
+        assert_eq!(
+            both,
+            "invalid settings: ownedPods: the former name of ownedObjects, set to another value: set ownedObjects only"
+        );
+        let agreeing = json!({"ownedObjects": "check", "ownedPods": "check"});
+        assert_eq!(read(agreeing), OwnedObjects::Check);
+        let bad = error(json!({"ownedObjects": "ignore"}));
+        assert!(
+            bad.contains("ownedObjects") && bad.contains("`skip` or `check`"),
+            "{bad}"
+        );
     }
 
     #[test]

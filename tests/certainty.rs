@@ -80,6 +80,88 @@ fn owned_pods_are_checked_when_the_owner_is_not_checked_or_on_request() {
     assert!(host.digest_calls().is_empty());
 }
 
+/// A workload fixture (its images are not in [`cluster`]'s registry: 404 if looked up), with
+/// a controller owner when `owner` is given.
+fn workload(fixture_name: &str, owner: Option<(&str, &str)>) -> Value {
+    let request = fixture(fixture_name);
+    match owner {
+        Some((api_version, kind)) => owned_by(request, api_version, kind),
+        None => request,
+    }
+}
+
+#[test]
+fn objects_of_checked_controllers_are_not_looked_up_again_one_level_up() {
+    for (fixture_name, owner) in [
+        ("replicaset-create.json", ("apps/v1", "Deployment")),
+        ("job-create.json", ("batch/v1", "CronJob")),
+    ] {
+        let host = cluster();
+        let response = run(&workload(fixture_name, Some(owner)), json!({}), &host);
+        assert_eq!(response["accepted"], true, "{fixture_name}: {response}");
+        assert!(warnings(&response).is_empty(), "{response}");
+        assert!(host.calls().is_empty(), "{fixture_name}: {:?}", host.calls());
+        // The same object without its owner is a user's own: checked, and its tags are gone.
+        let host = cluster();
+        let response = run(&workload(fixture_name, None), json!({}), &host);
+        assert_eq!(response["accepted"], false, "{fixture_name}: {response}");
+        assert!(message(&response).contains("not found on registry registry.example.com"));
+        assert_eq!(host.digest_calls().len(), 3, "{:?}", host.calls());
+    }
+}
+
+#[test]
+fn owned_objects_are_checked_when_the_owner_is_not_checked_or_on_request() {
+    let rs = || workload("replicaset-create.json", Some(("apps/v1", "Deployment")));
+    // ownedObjects: check, and its former name ownedPods: check.
+    for settings in [json!({"ownedObjects": "check"}), json!({"ownedPods": "check"})] {
+        let response = run(&rs(), settings.clone(), &cluster());
+        assert_eq!(response["accepted"], false, "{settings}: {response}");
+        assert!(message(&response).starts_with("ReplicaSet team-a/web: 3 images will not pull"));
+    }
+    // An owner reference that is not the controller, or a Pod, owns nothing here.
+    let mut not_controller = rs();
+    not_controller["object"]["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+    assert_eq!(run(&not_controller, json!({}), &cluster())["accepted"], false);
+    let pod_owned = workload("job-create.json", Some(("v1", "Pod")));
+    assert_eq!(run(&pod_owned, json!({}), &cluster())["accepted"], false);
+    // Argo Rollouts create ReplicaSets: skipped once the Rollout is a kind the policy checks.
+    let rollout_rs = workload("replicaset-create.json", Some(("argoproj.io/v1alpha1", "Rollout")));
+    assert_eq!(run(&rollout_rs, json!({}), &cluster())["accepted"], false);
+    let settings = json!({"customResources": [{"apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout", "podSpecs": ["$.spec.template.spec"]}]});
+    let host = cluster();
+    assert_eq!(run(&rollout_rs, settings, &host)["accepted"], true);
+    assert!(host.calls().is_empty(), "{:?}", host.calls());
+}
+
+#[test]
+fn a_custom_kinds_child_of_a_custom_kind_is_not_looked_up_again() {
+    // An Argo CronWorkflow creates Workflows: with both configured, the Workflow it created is
+    // not asked about again, while one a user writes is.
+    let settings = json!({"customResources": [
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
+         "images": ["$.spec.workflowSpec.templates[*].container.image"]},
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+         "images": ["$.spec.templates[*].container.image"]}]});
+    let workflow = json!({
+        "uid": "5e6f", "operation": "CREATE", "namespace": "team-a", "name": "nightly-1",
+        "kind": {"group": "argoproj.io", "version": "v1alpha1", "kind": "Workflow"},
+        "resource": {"group": "argoproj.io", "version": "v1alpha1", "resource": "workflows"},
+        "userInfo": {"username": "system:serviceaccount:argo:argo-workflow-controller"},
+        "object": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "nightly-1", "namespace": "team-a"},
+            "spec": {"templates": [{"name": "main",
+                "container": {"image": "registry.example.com/team/gone:1"}}]}}});
+    let host = cluster();
+    assert_eq!(run(&workflow, settings.clone(), &host)["accepted"], false);
+    assert_eq!(host.digest_calls(), ["registry.example.com/team/gone:1"]);
+    let owned = owned_by(workflow, "argoproj.io/v1alpha1", "CronWorkflow");
+    let host = cluster();
+    assert_eq!(run(&owned, settings, &host)["accepted"], true);
+    assert!(host.calls().is_empty(), "{:?}", host.calls());
+}
+
 #[test]
 fn ephemeral_containers_of_owned_pods_are_still_checked() {
     let mut request = owned_by(
@@ -185,14 +267,84 @@ fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
+    // What happened: the policy server's parser refused the form; no registry was reached
+    // or failed to answer (issue 17, point 4).
+    assert_eq!(
+        warnings,
+        ["container \"app\" image \"[fd00::10]:5000/app:1\": cannot be looked up by the policy server on registry [fd00::10]:5000; allowed (actions.unreachable: warn): the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: invalid reference format"]
+    );
+    assert!(!warnings[0].contains("unreachable on"), "{warnings:?}");
+    // With unreachable: reject the hint says what to do about a form, not about a registry.
+    let strict = run(&request, json!({"actions": {"unreachable": "reject"}}), &host);
+    assert_eq!(strict["accepted"], false);
     assert!(
-        warnings[0].contains("registry unreachable on registry [fd00::10]:5000"),
+        message(&strict).contains("reach [fd00::10]:5000 by a DNS name or an IPv4 address"),
+        "{strict}"
+    );
+    assert!(!message(&strict).contains("could not be asked"), "{strict}");
+}
+
+#[test]
+fn many_unparsable_references_are_grouped_in_their_own_words() {
+    let images: Vec<String> = (0..40)
+        .map(|i| format!("[fd00::10]:5000/team/app-{i}-with-a-long-repository-name:1"))
+        .collect();
+    let mut request = pod_with(&images[0], None);
+    request["object"]["spec"]["containers"] = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    let mut host = cluster();
+    for image in &images {
+        host = host.with_error(image, "Callback evaluation failure: invalid reference format");
+    }
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert!(
+        warnings[0].starts_with("40 images on registry [fd00::10]:5000: cannot be looked up by the policy server; allowed (actions.unreachable: warn)"),
         "{warnings:?}"
     );
-    assert!(
-        warnings[0].contains("the policy server cannot look up references of this form"),
-        "{warnings:?}"
-    );
+}
+
+#[test]
+fn an_empty_template_image_is_nothing_to_look_up_not_an_invalid_reference() {
+    // The API server refuses a Pod without an image (and, validateContainerCommon, a built-in
+    // template too, before any validating webhook; a mutating one sees it); a blank template
+    // image is accepted as a placeholder some tools fill in. No pull is proven to fail.
+    for (fixture_name, image, what) in [
+        ("deployment-create.json", "", "empty"),
+        ("cronjob-create.json", "", "empty"),
+        ("deployment-create.json", " ", "blank (whitespace only)"),
+        ("pod-create.json", "", "empty"),
+    ] {
+        let mut request = fixture(fixture_name);
+        let spec = if fixture_name.starts_with("cronjob") {
+            &mut request["object"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        } else if fixture_name.starts_with("pod") {
+            &mut request["object"]["spec"]
+        } else {
+            &mut request["object"]["spec"]["template"]["spec"]
+        };
+        spec["containers"][0]["image"] = json!(image);
+        let host = cluster()
+            .with_digest(MIGRATE, DIGEST)
+            .with_digest(BUSYBOX, DIGEST);
+        let response = run(&request, json!({}), &host);
+        assert_eq!(response["accepted"], true, "{fixture_name}: {response}");
+        assert_eq!(
+            warnings(&response),
+            [format!("container \"app\" image {image:?}: no image to look up; allowed (actions.notLookedUp: warn): the image is {what}: there is no reference to look up")],
+            "{fixture_name}"
+        );
+        assert!(!response.to_string().contains("at least one component"));
+        assert_eq!(host.digest_calls().len(), 2, "{:?}", host.calls());
+        // notLookedUp: reject refuses it, with the hint for an empty image.
+        let strict = run(&request, json!({"actions": {"notLookedUp": "reject"}}), &host);
+        assert_eq!(strict["accepted"], false);
+        assert!(message(&strict).contains("Hint: set the image"), "{strict}");
+    }
 }
 
 #[test]

@@ -172,13 +172,16 @@ fn invalid_references_are_rejected_with_the_reason_even_under_never() {
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], false);
     let message = message(&response);
-    assert!(message.contains("2 images will not pull"), "{message}");
+    assert!(message.contains("1 image will not pull"), "{message}");
     assert!(message.contains(
         "container \"app\" image \"registry.example.com/Team/App:1\": invalid image reference: repository name must be lowercase"
     ), "{message}");
-    assert!(message.contains(
-        "container \"sidecar\" image \"\": invalid image reference: repository name must have at least one component"
-    ), "{message}");
+    // An empty image is no reference: nothing to look up, nothing proven (issue 17, point 4).
+    assert!(!message.contains("sidecar"), "{message}");
+    assert_eq!(
+        warnings(&response),
+        ["container \"sidecar\" image \"\": no image to look up; allowed (actions.notLookedUp: warn): the image is empty: there is no reference to look up"]
+    );
     assert_eq!(
         host.digest_calls(),
         [MIGRATE],

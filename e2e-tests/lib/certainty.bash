@@ -39,8 +39,8 @@ request_edit() {
   jq "$2" "$1" >"$1.tmp" && mv "$1.tmp" "$1"
 }
 
-# owned_by FILE API-VERSION KIND: gives the Pod of FILE (object and oldObject) a controller
-# owner, as a ReplicaSet, Job or StatefulSet controller writes it.
+# owned_by FILE API-VERSION KIND: gives the object of FILE (object and oldObject) a controller
+# owner, as a ReplicaSet, Job, Deployment or CronJob controller writes it.
 owned_by() {
   jq --arg v "$2" --arg k "$3" '
     def own: if . == null then null else .metadata.ownerReferences = [{apiVersion: $v, kind: $k,

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Observed};
 use crate::text::truncate;
 
 /// What a failed host call means, as far as its text tells.
@@ -127,13 +127,16 @@ impl HostError {
             }
         };
         let summary = self.summary();
-        let detail = match self.kind {
-            HostErrorKind::InvalidReference => format!(
-                "the policy server cannot look up references of this form, although the kubelet can pull them: {summary}"
+        match self.kind {
+            HostErrorKind::InvalidReference => Failure::observed(
+                kind,
+                Observed::HostCannotParse,
+                format!(
+                    "the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: {summary}"
+                ),
             ),
-            _ => summary,
-        };
-        Failure::new(kind, detail)
+            _ => Failure::new(kind, summary),
+        }
     }
 
     /// The useful part of the text: the innermost message of the first line, plus the root
@@ -379,9 +382,11 @@ mod tests {
         assert_eq!(error.kind(), HostErrorKind::InvalidReference);
         let failure = error.failure();
         assert_eq!(failure.kind, FailureKind::Unreachable);
+        assert_eq!(failure.observed, Observed::HostCannotParse);
+        assert_eq!(failure.label(), "cannot be looked up by the policy server");
         assert_eq!(
             failure.detail,
-            "the policy server cannot look up references of this form, although the kubelet can pull them: invalid reference format"
+            "the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: invalid reference format"
         );
     }
 

@@ -1,0 +1,68 @@
+#!/usr/bin/env bats
+# Words that match the verdict (issue 17, point 4): an empty or blank image is no reference.
+# The API server refuses a Pod without an image, and its validation (validateContainerCommon)
+# requires one in built-in templates too, so a validating webhook never sees one there; a
+# mutating webhook (this policy with pinDigests) and a custom kind's template can, and a blank
+# template image (" ") passes validation as a placeholder some tools fill in. Nothing is looked
+# up, nothing is proven: a warning that says so (`notLookedUp`), never "invalid image reference:
+# repository name must have at least one component". On the test host and (E2E_HOST=kwctl)
+# the real kwctl, against the scenario's registry; the other images are still looked up.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  load lib/common
+  load lib/certainty
+  scenario_setup_file
+}
+
+teardown_file() {
+  load lib/common
+  load lib/certainty
+  scenario_teardown_file
+}
+
+setup() {
+  load lib/common
+  load lib/certainty
+  require_host
+  SESSION="$BATS_TEST_TMPDIR/session.yml"
+}
+
+# empty_app FIXTURE IMAGE: the fixture on the local registry, container "app" set to IMAGE (set
+# after the loopback guard, which knows only references).
+empty_app() {
+  local req
+  req=$(local_request "$1") || return 1
+  request_edit_pod_spec "$req" "(.containers[] | select(.name == \"app\") | .image) = $(jq -n --arg i "$2" '$i')"
+  printf '%s\n' "$req"
+}
+
+@test "an empty image in a Deployment, a CronJob and a Pod: admitted with 'no image to look up', the others looked up" {
+  local fixture
+  for fixture in deployment-create.json cronjob-create.json pod-create.json; do
+    req=$(empty_app "$fixture" "")
+    rm -f "$SESSION"
+    run -0 --separate-stderr policy_run "$req" --record-host-capabilities-interactions "$SESSION"
+    assert_allowed
+    assert_no_message
+    assert_warning_count 1
+    assert_warning_contains "container \"app\" image \"\": no image to look up; allowed (actions.notLookedUp: warn): the image is empty: there is no reference to look up"
+    assert_message_lacks "at least one component"
+    [[ "$output" != *"invalid image reference"* ]] || _fail_with "$fixture: called an invalid reference"
+    assert_session_asked "$SESSION" OciManifestDigest "$REG_ANON/platform/migrate:2.1.0"
+    assert_session_asked "$SESSION" OciManifestDigest "$REG_ANON/library/busybox:1.36"
+    assert_session_lookups "$SESSION" 2
+  done
+}
+
+@test "a blank template image (a placeholder): the same words; notLookedUp: reject refuses it with a hint" {
+  req=$(empty_app deployment-create.json " ")
+  run -0 --separate-stderr policy_run "$req"
+  assert_allowed
+  assert_warning_contains "container \"app\" image \" \": no image to look up; allowed (actions.notLookedUp: warn): the image is blank (whitespace only): there is no reference to look up"
+  run -0 --separate-stderr policy_run "$req" --settings-json '{"actions": {"notLookedUp": "reject"}}'
+  assert_rejected
+  assert_message_contains "Deployment team-a/web: 1 image will not pull" \
+    "container \"app\" image \" \": no image to look up: the image is blank (whitespace only): there is no reference to look up. Hint: set the image"
+}
