@@ -2,19 +2,25 @@
 # Secrets are secrets: after every other suite has run (through `make e2e-tests`, which sets
 # E2E_TRANSCRIPT_DIR and empties it first), scan everything the host printed in the whole run,
 # every session it recorded (policy_run keeps them) and the committed sessions, for the
-# credentials the fixtures use; and the pull secrets in the recorded sessions, decoded.
+# credentials the fixtures use (the auth registry's and the per-user registry's users); and the
+# pull secrets in the recorded sessions, decoded.
 
 load lib/common
+load lib/per_user_registry
 
-# credentials: every form in which the auth registry's credentials could leak.
+# credentials: every form in which the fixtures' credentials could leak: the auth registry's,
+# and every fixture user's of the per-user registry (lib/per_user_registry.bash).
 credentials() {
-  printf '%s\n' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
-  printf '%s:%s' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | base64 -w0
-  echo
-  printf '%s:%s' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | base64 -w0 | tr -d '='
-  echo
-  printf '%s' "$REG_AUTH_PASSWORD" | base64 -w0
-  echo
+  local user password
+  while read -r user password; do
+    printf '%s\n' "$user" "$password"
+    printf '%s:%s' "$user" "$password" | base64 -w0
+    echo
+    printf '%s:%s' "$user" "$password" | base64 -w0 | tr -d '='
+    echo
+    printf '%s' "$password" | base64 -w0
+    echo
+  done < <(printf '%s %s\n' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"; pur_credentials)
 }
 
 # no_credential_in FILE...: fails, naming the files, when any form of a credential is in them.

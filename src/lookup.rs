@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
-use crate::host::{summarise, Host, HostError, ImageLookup, LookupAnswer, ResolveImagesRequest};
+use crate::credential_attempts;
+use crate::host::{Host, HostError, ImageLookup, ResolveImagesRequest};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::Location;
 use crate::plan::{Pod, PodId};
@@ -236,6 +237,8 @@ impl<'s> Lookups<'s> {
 struct Batch {
     keys: Vec<LookupKey>,
     lookups: Vec<ImageLookup>,
+    /// Per lookup, the pull secret each credential came from (names for messages).
+    sources: Vec<Vec<Option<String>>>,
     refused: BTreeMap<LookupKey, LookupResult>,
 }
 
@@ -255,10 +258,11 @@ impl Batch {
                 continue;
             };
             let name = image.name();
-            let credentials: Vec<_> = keyring
-                .lookup(&name)
-                .into_iter()
-                .map(|c| c.to_capability_json())
+            let matched = keyring.lookup(&name);
+            let credentials: Vec<_> = matched.iter().map(|c| c.to_capability_json()).collect();
+            let sources: Vec<_> = matched
+                .iter()
+                .map(|c| c.source().map(str::to_owned))
                 .collect();
             for location in &check.chain {
                 let key = LookupKey {
@@ -276,6 +280,7 @@ impl Batch {
                     image: key.reference.clone(),
                     credentials: credentials.clone(),
                 });
+                batch.sources.push(sources.clone());
                 batch.keys.push(key);
             }
         }
@@ -295,6 +300,7 @@ fn look_up_with_credentials(
     let Batch {
         keys,
         lookups: batch,
+        sources,
         refused,
     } = Batch::of(pods, keyrings, scope);
     let remaining = budget.remaining(host);
@@ -320,9 +326,9 @@ fn look_up_with_credentials(
     }
     Ok(refused
         .into_iter()
-        .chain(keys.into_iter().zip(response.results).map(|(key, answer)| {
+        .chain(keys.into_iter().zip(response.results).zip(sources).map(|((key, answer), sources)| {
             let result = if answer.image() == key.reference {
-                result_of(answer)
+                credential_attempts::result_of(answer, &sources)
             } else {
                 Err(Failure::new(
                     FailureKind::Unreachable,
@@ -332,17 +338,6 @@ fn look_up_with_credentials(
             (key, result)
         }))
         .collect())
-}
-
-/// A credentialed lookup's answer as a lookup result.
-fn result_of(answer: LookupAnswer) -> LookupResult {
-    let failed = |kind, detail: String| Err(Failure::new(kind, summarise(&detail)));
-    match answer {
-        LookupAnswer::Found { digest, .. } => Ok(digest),
-        LookupAnswer::NotFound { detail, .. } => failed(FailureKind::Absent, detail),
-        LookupAnswer::Unauthorized { detail, .. } => failed(FailureKind::Unauthorized, detail),
-        LookupAnswer::Unreachable { detail, .. } => failed(FailureKind::Unreachable, detail),
-    }
 }
 
 /// Where a chain found the image.

@@ -13,6 +13,9 @@ pub struct Credential {
     password: String,
     identity_token: Option<String>,
     registry_token: Option<String>,
+    /// The pull secret it came from (`team-a/regcred`): a name, never content, so that
+    /// messages can say which secret saw a 404 and which was refused.
+    source: Option<String>,
 }
 
 impl Credential {
@@ -23,7 +26,19 @@ impl Credential {
             password: password.into(),
             identity_token: None,
             registry_token: None,
+            source: None,
         }
+    }
+
+    /// The same credential, labelled with the pull secret it came from (`namespace/name`).
+    pub fn with_source(mut self, secret: impl Into<String>) -> Self {
+        self.source = Some(secret.into());
+        self
+    }
+
+    /// The pull secret it came from, if known: a name for messages, never secret content.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
     }
 
     /// The same credential with an OAuth identity token, for sources other than pull secrets.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{
-    Host, HostError, ListAllRequest, LookupAnswer, ResolveImagesRequest, ResolveImagesResponse,
-    ResourceRequest, RESOLVE_IMAGES_OPERATION,
+    Attempt, AttemptOutcome, Host, HostError, ListAllRequest, LookupAnswer, ResolveImagesRequest,
+    ResolveImagesResponse, ResourceRequest, RESOLVE_IMAGES_OPERATION,
 };
 
 /// A host that answers from memory, for unit tests, fuzzing and benchmarks: the same decision
@@ -22,6 +22,9 @@ pub struct InMemoryHost {
     resource_error: Option<String>,
     /// Per image: the credential usernames that may see it (empty: public), and its digest.
     credentialed: Option<HashMap<String, (Vec<String>, String)>>,
+    /// Per (image, credential username): what that credential's attempt gets, overriding
+    /// `credentialed` (a registry that answers per user).
+    user_answers: HashMap<(String, String), (AttemptOutcome, String)>,
     manifests: HashMap<String, Value>,
     configs: HashMap<String, Value>,
     nodes: Option<Value>,
@@ -82,6 +85,49 @@ impl InMemoryHost {
             .get_or_insert_with(HashMap::new)
             .insert(image.to_owned(), (users, digest.to_owned()));
         self
+    }
+
+    /// Implements `oci/v1/resolve_images` (if not yet) and makes the attempt of the credential
+    /// named `user` on `image` end with `outcome` and `detail`, as a registry that answers per
+    /// user does (404 to one, 401 to another); for `Found`, `detail` is the digest.
+    pub fn with_user_answer(
+        mut self,
+        image: &str,
+        user: &str,
+        outcome: AttemptOutcome,
+        detail: &str,
+    ) -> Self {
+        self.credentialed.get_or_insert_with(HashMap::new);
+        self.user_answers.insert(
+            (image.to_owned(), user.to_owned()),
+            (outcome, detail.to_owned()),
+        );
+        self
+    }
+
+    /// One credential's attempt (`None`: anonymous) on `image`, and the digest if found.
+    fn attempt(&self, image: &str, user: Option<&str>) -> (Attempt, Option<String>) {
+        if let Some((outcome, detail)) =
+            user.and_then(|u| self.user_answers.get(&(image.to_owned(), u.to_owned())))
+        {
+            let digest = (*outcome == AttemptOutcome::Found).then(|| detail.clone());
+            let attempt = Attempt {
+                outcome: *outcome,
+                detail: detail.clone(),
+            };
+            return (attempt, digest);
+        }
+        let images = self.credentialed.as_ref();
+        let (outcome, detail, digest) = match images.and_then(|i| i.get(image)) {
+            Some((allowed, digest))
+                if allowed.is_empty() || user.is_some_and(|u| allowed.iter().any(|a| a == u)) =>
+            {
+                (AttemptOutcome::Found, String::new(), Some(digest.clone()))
+            }
+            Some(_) => (AttemptOutcome::Unauthorized, "401 Unauthorized".into(), None),
+            None => (AttemptOutcome::NotFound, "manifest unknown".into(), None),
+        };
+        (Attempt { outcome, detail }, digest)
     }
 
     /// Serves `manifest` (an image manifest or an index) for `reference`.
@@ -200,44 +246,77 @@ impl Host for InMemoryHost {
             request.lookups.len(),
             request.timeout_ms
         ));
-        let Some(images) = &self.credentialed else {
+        if self.credentialed.is_none() {
             return Err(HostError::lookup(format!(
                 "error invoking host capability oci.{RESOLVE_IMAGES_OPERATION}: Host error: unknown operation: {RESOLVE_IMAGES_OPERATION}"
             )));
-        };
+        }
         let results = request
             .lookups
             .iter()
-            .map(|lookup| {
-                let image = lookup.image.clone();
-                let users: Vec<&str> = lookup
-                    .credentials
-                    .iter()
-                    .filter_map(|c| c["username"].as_str())
-                    .collect();
-                match images.get(&image) {
-                    Some((allowed, digest))
-                        if allowed.is_empty()
-                            || users.iter().any(|u| allowed.iter().any(|a| a == u)) =>
-                    {
-                        LookupAnswer::Found {
-                            image,
-                            digest: digest.clone(),
-                            media_type: None,
-                        }
-                    }
-                    Some(_) => LookupAnswer::Unauthorized {
-                        image,
-                        detail: "401 Unauthorized".into(),
-                    },
-                    None => LookupAnswer::NotFound {
-                        image,
-                        detail: "manifest unknown".into(),
-                    },
-                }
-            })
+            .map(|lookup| self.resolve_one(&lookup.image, &lookup.credentials))
             .collect();
         Ok(ResolveImagesResponse { results })
+    }
+}
+
+impl InMemoryHost {
+    /// The kubelet's loop, as the capability's contract has it: every credential in order, the
+    /// first success wins, any failure moves on; `notFound` when every attempt was a 404 or a
+    /// refusal and one was a 404; anonymous only without credentials.
+    fn resolve_one(&self, image: &str, credentials: &[Value]) -> LookupAnswer {
+        let image = image.to_owned();
+        let users: Vec<Option<&str>> = if credentials.is_empty() {
+            vec![None]
+        } else {
+            credentials
+                .iter()
+                .map(|c| Some(c["username"].as_str().unwrap_or_default()))
+                .collect()
+        };
+        let mut attempts = Vec::new();
+        for (index, user) in users.into_iter().enumerate() {
+            let (attempt, digest) = self.attempt(&image, user);
+            if let Some(digest) = digest {
+                return LookupAnswer::Found {
+                    image,
+                    digest,
+                    media_type: None,
+                    credential: (!credentials.is_empty()).then_some(index),
+                };
+            }
+            attempts.push(attempt);
+        }
+        let any = |o| attempts.iter().any(|a: &Attempt| a.outcome == o);
+        let detail = attempts
+            .iter()
+            .map(|a| a.detail.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let attempts = if credentials.is_empty() {
+            Vec::new()
+        } else {
+            attempts
+        };
+        if any(AttemptOutcome::Unreachable) {
+            LookupAnswer::Unreachable {
+                image,
+                detail,
+                attempts,
+            }
+        } else if any(AttemptOutcome::NotFound) {
+            LookupAnswer::NotFound {
+                image,
+                detail,
+                attempts,
+            }
+        } else {
+            LookupAnswer::Unauthorized {
+                image,
+                detail,
+                attempts,
+            }
+        }
     }
 }
 

@@ -130,7 +130,9 @@ pub struct ResolveImagesResponse {
     pub results: Vec<LookupAnswer>,
 }
 
-/// What the host established about one image.
+/// What the host established about one image, after trying every credential it was given in
+/// order, as the kubelet does (`docs/credentialed-lookups.md`): `notFound` only when every
+/// credential was tried and got a definitive answer, at least one a 404.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "outcome")]
 pub enum LookupAnswer {
@@ -143,14 +145,21 @@ pub enum LookupAnswer {
         /// The manifest's media type.
         #[serde(default, rename = "mediaType")]
         media_type: Option<String>,
+        /// Which credential (its index in the lookup) read it; absent for anonymous lookups
+        /// and from hosts that do not say.
+        #[serde(default)]
+        credential: Option<usize>,
     },
-    /// A registry that let the client see the repository answered 404.
+    /// Every credential was tried and none read the manifest; at least one got a 404.
     NotFound {
         /// The image the result is for.
         image: String,
         /// The registry's message.
         #[serde(default)]
         detail: String,
+        /// How each credential's attempt ended, in order (empty when the host does not say).
+        #[serde(default)]
+        attempts: Vec<Attempt>,
     },
     /// Every credential (or the anonymous request) was refused.
     Unauthorized {
@@ -159,15 +168,47 @@ pub enum LookupAnswer {
         /// The registry's message.
         #[serde(default)]
         detail: String,
+        /// How each credential's attempt ended, in order (empty when the host does not say).
+        #[serde(default)]
+        attempts: Vec<Attempt>,
     },
-    /// The registry could not be asked, or gave no usable answer.
+    /// The registry could not be asked, or gave no usable answer for some credential.
     Unreachable {
         /// The image the result is for.
         image: String,
         /// What went wrong.
         #[serde(default)]
         detail: String,
+        /// How each credential's attempt ended, in order (empty when the host does not say);
+        /// fewer than the credentials when time ran out.
+        #[serde(default)]
+        attempts: Vec<Attempt>,
     },
+}
+
+/// How one credential's attempt ended, as the host reports it, so that messages can say which
+/// pull secret saw a 404 and which was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Attempt {
+    /// The attempt's outcome.
+    pub outcome: AttemptOutcome,
+    /// The registry's message or the transport error; never a credential.
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// The outcome of one credential's attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AttemptOutcome {
+    /// The manifest was read.
+    Found,
+    /// A definitive 404.
+    NotFound,
+    /// A definitive refusal (401/403).
+    Unauthorized,
+    /// No definitive answer (transport, time-out, 5xx, 429, not a manifest).
+    Unreachable,
 }
 
 impl LookupAnswer {

@@ -4,11 +4,13 @@
 //! like a stock policy server (`unknown operation: v1/resolve_images`).
 //!
 //! Every lookup uses only the credentials the guest sent, in order, the way
-//! the kubelet tries them: first success wins, a 404 from a credential that
-//! could see the repository is final, 401/403 moves on to the next
-//! credential, and there is no anonymous fallback once credentials are given.
-//! The host's own Docker config is never used here. Credentials are never
-//! logged, and sessions record them as `<redacted>`.
+//! the kubelet's `PullImage` tries them: the first success wins, *any* error
+//! (a 404 included) moves on to the next credential, and there is no
+//! anonymous try once credentials are given. How the attempts add up is
+//! [`conclude`]: `notFound` only when every credential was tried and each got
+//! a definitive answer (404 or a refusal), at least one a 404. The host's own
+//! Docker config is never used here. Credentials are never logged, and
+//! sessions record them as `<redacted>`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -133,11 +135,37 @@ pub struct ResolveImagesRequest {
 }
 
 /// How one credential attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Attempt {
+    /// The manifest was read.
     Found { digest: String, media_type: String },
+    /// A definitive 404 (`MANIFEST_UNKNOWN`, `NAME_UNKNOWN`, `NOT_FOUND`).
     NotFound(String),
+    /// A definitive refusal (401/403, `UNAUTHORIZED`, `DENIED`).
     Unauthorized(String),
+    /// No definitive answer: transport, TLS, time-out, 5xx, 429, not a
+    /// manifest, a credential this host cannot use. A retry, or the node,
+    /// might succeed.
     Unreachable(String),
+}
+
+impl Attempt {
+    /// The wire name of the outcome.
+    fn outcome(&self) -> &'static str {
+        match self {
+            Attempt::Found { .. } => "found",
+            Attempt::NotFound(_) => "notFound",
+            Attempt::Unauthorized(_) => "unauthorized",
+            Attempt::Unreachable(_) => "unreachable",
+        }
+    }
+
+    fn detail(&self) -> &str {
+        match self {
+            Attempt::Found { digest, .. } => digest,
+            Attempt::NotFound(d) | Attempt::Unauthorized(d) | Attempt::Unreachable(d) => d,
+        }
+    }
 }
 
 /// One line: the error and its causes joined by `: `.
@@ -214,36 +242,113 @@ async fn attempt(registry: &RegistryClient, image: &str, auth: RegistryAuth) -> 
     }
 }
 
-async fn resolve_one(registry: &RegistryClient, lookup: &ImageLookup) -> Value {
+/// The detail of a credential this host cannot use (an identity token alone):
+/// not a registry's answer, so never a definitive one.
+const UNUSABLE: &str =
+    "credential not usable by this host (identity tokens are not supported), not tried";
+
+/// The result of one lookup from its attempts, in credential order
+/// (`credentialed`: credentials were given, so the answer says which one
+/// served, and lists every attempt). The contract of
+/// `docs/credentialed-lookups.md`:
+/// - `found`: the first attempt that read the manifest;
+/// - `notFound`: every credential tried (`complete`), every attempt a
+///   definitive answer, at least one a 404;
+/// - `unauthorized`: every credential tried and refused;
+/// - `unreachable`: otherwise (an attempt without a definitive answer, or
+///   credentials left untried when time ran out).
+fn conclude(image: &str, attempts: &[Attempt], complete: bool, credentialed: bool) -> Value {
+    if let Some((index, Attempt::Found { digest, media_type })) = attempts
+        .iter()
+        .enumerate()
+        .find(|(_, a)| matches!(a, Attempt::Found { .. }))
+    {
+        let mut found = json!({"image": image, "outcome": "found", "digest": digest, "mediaType": media_type});
+        if credentialed {
+            found["credential"] = json!(index);
+        }
+        return found;
+    }
+    let unreachable = attempts
+        .iter()
+        .any(|a| matches!(a, Attempt::Unreachable(_)));
+    let not_found = attempts.iter().any(|a| matches!(a, Attempt::NotFound(_)));
+    let outcome = if unreachable || !complete || attempts.is_empty() {
+        "unreachable"
+    } else if not_found {
+        "notFound"
+    } else {
+        "unauthorized"
+    };
+    let detail = match attempts {
+        [] => "no credential was tried".to_owned(),
+        [only] if complete => only.detail().to_owned(),
+        _ => attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("credential {}: {} ({})", i + 1, a.outcome(), a.detail()))
+            .chain((!complete).then(|| "the others were not tried".to_owned()))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    let mut result = json!({"image": image, "outcome": outcome, "detail": detail});
+    if credentialed {
+        result["attempts"] = attempts
+            .iter()
+            .map(|a| json!({"outcome": a.outcome(), "detail": a.detail()}))
+            .collect();
+    }
+    result
+}
+
+/// One lookup: every credential in order until one reads the manifest (any
+/// failure moves on), or anonymously when none is given; attempts that the
+/// `deadline` cuts short end as `unreachable`, the credentials after them
+/// untried.
+async fn resolve_one(
+    registry: &RegistryClient,
+    lookup: &ImageLookup,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Value {
     let image = lookup.image.as_str();
     if let Err(e) = parse_reference(image) {
         return json!({"image": image, "outcome": "unreachable", "detail": e.to_string()});
     }
-    let mut auths: Vec<RegistryAuth> = lookup
-        .credentials
-        .iter()
-        .filter_map(RegistryCredential::auth)
-        .collect();
-    if lookup.credentials.is_empty() {
-        auths.push(RegistryAuth::Anonymous);
-    }
-    let mut last_unauthorized =
-        String::from("no usable credential (identity tokens are not supported by this host)");
+    let credentialed = !lookup.credentials.is_empty();
+    let auths: Vec<Option<RegistryAuth>> = if credentialed {
+        lookup
+            .credentials
+            .iter()
+            .map(RegistryCredential::auth)
+            .collect()
+    } else {
+        vec![Some(RegistryAuth::Anonymous)]
+    };
+    let tries = auths.len();
+    let mut attempts = Vec::with_capacity(tries);
     for auth in auths {
-        match attempt(registry, image, auth).await {
-            Attempt::Found { digest, media_type } => {
-                return json!({"image": image, "outcome": "found", "digest": digest, "mediaType": media_type})
-            }
-            Attempt::NotFound(detail) => {
-                return json!({"image": image, "outcome": "notFound", "detail": detail})
-            }
-            Attempt::Unreachable(detail) => {
-                return json!({"image": image, "outcome": "unreachable", "detail": detail})
-            }
-            Attempt::Unauthorized(detail) => last_unauthorized = detail,
+        let Some(auth) = auth else {
+            attempts.push(Attempt::Unreachable(UNUSABLE.to_owned()));
+            continue;
+        };
+        let result = tokio::time::timeout_at(deadline, attempt(registry, image, auth)).await;
+        let Ok(result) = result else {
+            attempts.push(Attempt::Unreachable(timed_out(timeout)));
+            break;
+        };
+        let found = matches!(result, Attempt::Found { .. });
+        attempts.push(result);
+        if found {
+            break;
         }
     }
-    json!({"image": image, "outcome": "unauthorized", "detail": last_unauthorized})
+    let complete = attempts.len() == tries;
+    conclude(image, &attempts, complete, credentialed)
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!("timed out after {} ms", timeout.as_millis())
 }
 
 /// Answer a whole call: every lookup starts at once, at most `per_registry`
@@ -276,16 +381,12 @@ pub async fn resolve_images(
             .clone();
         let registry = registry.clone();
         handles.push(tokio::spawn(async move {
-            let work = async {
-                let _permit = limit.acquire_owned().await;
-                resolve_one(&registry, &lookup).await
-            };
-            match tokio::time::timeout_at(deadline, work).await {
-                Ok(result) => result,
+            match tokio::time::timeout_at(deadline, limit.acquire_owned()).await {
+                Ok(_permit) => resolve_one(&registry, &lookup, deadline, timeout).await,
                 Err(_) => json!({
                     "image": lookup.image,
                     "outcome": "unreachable",
-                    "detail": format!("timed out after {} ms", timeout.as_millis()),
+                    "detail": timed_out(timeout),
                 }),
             }
         }));
@@ -300,6 +401,9 @@ pub async fn resolve_images(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::oci::docker_config::DockerConfig;
+    use crate::oci::sources::Sources;
+    use crate::oci::test_registry::{Reply, Seen, TestRegistry};
 
     #[test]
     fn credentials_are_redacted_and_compared_by_shape() {
@@ -313,6 +417,216 @@ mod tests {
         let replayed: ResolveImagesRequest = serde_yaml::from_str(&yaml).expect("reparse");
         assert_eq!(replayed, request);
         assert!(!format!("{request:?}").contains("secret"));
+    }
+
+    fn not_found(detail: &str) -> Attempt {
+        Attempt::NotFound(detail.into())
+    }
+
+    fn refused(detail: &str) -> Attempt {
+        Attempt::Unauthorized(detail.into())
+    }
+
+    fn unreachable(detail: &str) -> Attempt {
+        Attempt::Unreachable(detail.into())
+    }
+
+    fn found(digest: &str) -> Attempt {
+        Attempt::Found {
+            digest: digest.into(),
+            media_type: OCI_IMAGE_MEDIA_TYPE.into(),
+        }
+    }
+
+    fn outcome_of(attempts: &[Attempt], complete: bool) -> Value {
+        conclude("r/a:1", attempts, complete, true)
+    }
+
+    #[test]
+    fn the_first_success_wins_whatever_came_before() {
+        for before in [not_found("manifest unknown"), refused("401"), unreachable("503")] {
+            let answer = outcome_of(&[before, found("sha256:2"), found("sha256:3")], true);
+            assert_eq!(answer["outcome"], "found");
+            assert_eq!(answer["digest"], "sha256:2");
+            assert_eq!(answer["credential"], 1, "the index of the credential that served");
+        }
+    }
+
+    #[test]
+    fn not_found_needs_every_credential_definitive_and_one_404() {
+        let mixed = outcome_of(&[refused("401 Unauthorized"), not_found("manifest unknown")], true);
+        assert_eq!(mixed["outcome"], "notFound", "a 401 and a 404 are still certain");
+        assert_eq!(
+            mixed["detail"],
+            "credential 1: unauthorized (401 Unauthorized); credential 2: notFound (manifest unknown)"
+        );
+        assert_eq!(
+            mixed["attempts"],
+            json!([
+                {"outcome": "unauthorized", "detail": "401 Unauthorized"},
+                {"outcome": "notFound", "detail": "manifest unknown"}
+            ])
+        );
+        let both = outcome_of(&[not_found("a"), not_found("b")], true);
+        assert_eq!(both["outcome"], "notFound");
+        let single = outcome_of(&[not_found("manifest unknown")], true);
+        assert_eq!(single["outcome"], "notFound");
+        assert_eq!(single["detail"], "manifest unknown", "one credential: its own detail");
+    }
+
+    #[test]
+    fn any_attempt_without_a_definitive_answer_makes_it_unreachable() {
+        for attempts in [
+            vec![unreachable("500"), not_found("manifest unknown")],
+            vec![not_found("manifest unknown"), unreachable("timed out")],
+            vec![refused("401"), unreachable("429")],
+            vec![unreachable("credential not usable by this host")],
+        ] {
+            assert_eq!(outcome_of(&attempts, true)["outcome"], "unreachable", "{attempts:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_left_untried_are_never_certain() {
+        let cut = outcome_of(&[not_found("manifest unknown")], false);
+        assert_eq!(cut["outcome"], "unreachable");
+        assert_eq!(
+            cut["detail"],
+            "credential 1: notFound (manifest unknown); the others were not tried"
+        );
+        assert_eq!(outcome_of(&[], false)["outcome"], "unreachable");
+    }
+
+    #[test]
+    fn every_refusal_is_unauthorized() {
+        let answer = outcome_of(&[refused("401"), refused("denied")], true);
+        assert_eq!(answer["outcome"], "unauthorized");
+    }
+
+    #[test]
+    fn anonymous_lookups_name_no_credential() {
+        let answer = conclude("r/a:1", &[not_found("manifest unknown")], true, false);
+        assert_eq!(
+            answer,
+            json!({"image": "r/a:1", "outcome": "notFound", "detail": "manifest unknown"})
+        );
+        let answer = conclude("r/a:1", &[found("sha256:1")], true, false);
+        assert!(answer.get("credential").is_none(), "{answer}");
+    }
+
+    /// A registry answering per Basic user, as registries that hide what a
+    /// caller may not read do: `seer` reads `team/app:1`, `hidden` gets 404
+    /// NAME_UNKNOWN, `refused` a 401, `broken` a 500; anonymous requests get
+    /// the Basic challenge.
+    fn per_user_registry(seen: &Seen, _addr: &str) -> Reply {
+        use base64::Engine as _;
+        let user = seen
+            .authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Basic "))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .map(|b| String::from_utf8_lossy(&b).split(':').next().unwrap_or_default().to_owned());
+        let error = |status: u16, code: &str| {
+            Reply::new(status)
+                .header("Content-Type", "application/json")
+                .body(format!(r#"{{"errors":[{{"code":"{code}","message":"{code} for this user"}}]}}"#).as_bytes())
+        };
+        match user.as_deref() {
+            None => error(401, "UNAUTHORIZED")
+                .header("WWW-Authenticate", r#"Basic realm="test""#),
+            Some("seer") if seen.path.ends_with("/team/app/manifests/1") => Reply::new(200)
+                .header("Docker-Content-Digest", &manifest_digest())
+                .header("Content-Type", OCI_IMAGE_MEDIA_TYPE)
+                .body(MANIFEST),
+            Some("seer") => error(404, "MANIFEST_UNKNOWN"),
+            Some("refused") => error(401, "UNAUTHORIZED"),
+            Some("broken") => error(500, "UNAVAILABLE"),
+            Some(_) => error(404, "NAME_UNKNOWN"),
+        }
+    }
+
+    const MANIFEST: &[u8] = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:00","size":2},"layers":[]}"#;
+
+    fn manifest_digest() -> String {
+        use sha2::Digest as _;
+        format!("sha256:{:x}", sha2::Sha256::digest(MANIFEST))
+    }
+
+    fn credential(user: &str) -> RegistryCredential {
+        RegistryCredential {
+            username: Some(user.into()),
+            password: Some(format!("{user}-password")),
+            ..RegistryCredential::default()
+        }
+    }
+
+    /// The users of each authenticated manifest request, in order.
+    fn users_asked(registry: &TestRegistry) -> Vec<String> {
+        use base64::Engine as _;
+        registry
+            .seen()
+            .iter()
+            .filter(|s| s.path.contains("/manifests/"))
+            .map(|s| match s.authorization.as_deref().and_then(|a| a.strip_prefix("Basic ")) {
+                Some(b) => base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map(|b| String::from_utf8_lossy(&b).split(':').next().unwrap_or_default().to_owned())
+                    .unwrap_or_default(),
+                None => "anonymous".to_owned(),
+            })
+            .collect()
+    }
+
+    async fn look_up(registry: &TestRegistry, users: &[&str]) -> Value {
+        let sources = Sources::from_yaml(&format!("insecure_sources: [\"{}\"]", registry.addr))
+            .expect("sources");
+        let client = RegistryClient::new(sources, DockerConfig::default(), Duration::from_secs(5));
+        let request = ResolveImagesRequest {
+            lookups: vec![ImageLookup {
+                image: format!("{}/team/app:1", registry.addr),
+                credentials: users.iter().map(|u| credential(u)).collect(),
+            }],
+            timeout_ms: 5_000,
+        };
+        let answer = resolve_images(&client, &request, Duration::from_secs(5), 4)
+            .await
+            .expect("answer");
+        answer["results"][0].clone()
+    }
+
+    #[tokio::test]
+    async fn only_the_second_credential_sees_the_image_found() {
+        let registry = TestRegistry::start(per_user_registry).await;
+        let answer = look_up(&registry, &["hidden", "seer"]).await;
+        assert_eq!(answer["outcome"], "found", "{answer}");
+        assert_eq!(answer["digest"], manifest_digest().as_str());
+        assert_eq!(answer["credential"], 1);
+        // the unauthenticated request only learns the challenge; each credential once, in order
+        assert_eq!(users_asked(&registry), ["anonymous", "hidden", "seer"]);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_then_a_404_is_not_found_and_no_anonymous_try_follows() {
+        let registry = TestRegistry::start(per_user_registry).await;
+        let answer = look_up(&registry, &["refused", "hidden"]).await;
+        assert_eq!(answer["outcome"], "notFound", "{answer}");
+        assert_eq!(
+            answer["attempts"].as_array().map(|a| a.iter().map(|x| x["outcome"].clone()).collect::<Vec<_>>()),
+            Some(vec![json!("unauthorized"), json!("notFound")])
+        );
+        assert_eq!(users_asked(&registry), ["anonymous", "refused", "hidden"]);
+        let text = answer.to_string();
+        assert!(!text.contains("-password"), "no credential in the answer: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_500_then_a_404_is_unreachable_and_all_refused_is_unauthorized() {
+        let registry = TestRegistry::start(per_user_registry).await;
+        let answer = look_up(&registry, &["broken", "hidden"]).await;
+        assert_eq!(answer["outcome"], "unreachable", "{answer}");
+        assert_eq!(answer["attempts"][1]["outcome"], "notFound");
+        let answer = look_up(&registry, &["refused", "refused"]).await;
+        assert_eq!(answer["outcome"], "unauthorized", "{answer}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod pool;
 mod pool_tests;
 pub mod sources;
 #[cfg(test)]
-mod test_registry;
+pub(crate) mod test_registry;
 
 use std::collections::BTreeMap;
 use std::future::Future;
