@@ -31,9 +31,10 @@ policies_json() {
       "clusterwide-no-context": ($policy | del(.contextAwareResources)),
       "clusterwide-invalid": ($policy + {settings: {actions: {absent: "block"}}}),
       "clusterwide-custom-message": ($policy + {message: "an image of this workload will not pull"}),
-      "clusterwide-group-images-and-trusted": {
-        policyMode: "protect", expression: "images() && trusted()",
-        message: "the images must exist and come from a trusted registry",
+      # the shape of README.md "In a policy group", trusted() standing in for trusted-repos
+      "clusterwide-group-trusted-and-images": {
+        policyMode: "protect", expression: "trusted() && images()",
+        message: "images must come from a trusted registry and exist there",
         policies: {images: $images, trusted: $trusted}},
       "clusterwide-group-images-or-trusted": {
         policyMode: "protect", expression: "images() || trusted()",
@@ -158,12 +159,13 @@ setup() {
   assert_warning_contains "container \"sidecar\"" "actions.unreachable"
 }
 
-@test "policyMode monitor: a certain failure is admitted without message, and the server logs the verdict" {
-  req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.8")
+@test "policyMode monitor: a certain failure is admitted without message, warnings kept, and the server logs the verdict" {
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.8" "sidecar=$REG_DOWN/library/busybox:1.36")
   run -0 ps_validate clusterwide-monitor "$req"
   assert_allowed
   assert_no_message
   assert_no_patch
+  assert_warning_contains "container \"sidecar\"" "actions.unreachable"
   run -0 grep -F 'policy evaluation (monitor mode)' "$PS_LOG"
   [[ "$output" == *clusterwide-monitor* && "$output" == *"$REG_ANON/team/app:9.9.8"* ]] ||
     _fail_with "the monitor-mode log line lacks the policy or the image: $output"
@@ -219,6 +221,8 @@ setup() {
   [ "$status" -eq 1 ]
   ps_use main
   log="$(e2e_workdir)/registries/ps-invalid/server.log"
+  [ "$(cat "$(e2e_workdir)/registries/ps-invalid/exit")" -ne 0 ]
+  echo "# exit status $(cat "$(e2e_workdir)/registries/ps-invalid/exit"): $(grep -F 'Policy settings are invalid' "$log" | head -n1)" >&3
   run -0 grep -F 'Policy settings are invalid' "$log"
   [[ "$output" == *actions.absent* && "$output" == *block* ]] || _fail_with "the error does not name the field: $output"
   [[ ! -f "$(e2e_workdir)/registries/ps-invalid/pid" ]]
@@ -279,42 +283,51 @@ setup() {
   done
 }
 
-@test "group images() && trusted(): both accept: allowed" {
+@test "group trusted() && images(): both accept: allowed" {
   req=$(local_request pod-create.json)
-  run -0 ps_validate clusterwide-group-images-and-trusted "$req"
+  run -0 ps_validate clusterwide-group-trusted-and-images "$req"
   assert_allowed
   assert_no_message
   assert_no_warnings
 }
 
-@test "group images() && trusted(): a missing image is denied with the group's message, the member's in the causes" {
+@test "group trusted() && images(): a missing image is denied with the group's message, the member's in the causes" {
   req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.9")
-  run -0 ps_validate clusterwide-group-images-and-trusted "$req"
+  run -0 ps_validate clusterwide-group-trusted-and-images "$req"
   assert_rejected
-  [ "$(jq -r .status.message <<<"$output")" = "the images must exist and come from a trusted registry" ]
-  # && stops at the first false: trusted() is never evaluated, so only images() is a cause
+  [ "$(jq -r .status.message <<<"$output")" = "images must come from a trusted registry and exist there" ]
+  # trusted() accepts (absent: warn, its warning dropped), images() rejects: the one cause
   assert_causes_are spec.policies.images
   assert_cause_contains spec.policies.images "container \"app\"" "$REG_ANON/team/app:9.9.9" "not found on registry $REG_ANON"
 }
 
-@test "group images() && trusted(): an accept with warnings and a rejection: denied, the warning is lost" {
+@test "group trusted() && images(): an untrusted registry: denied by trusted(), with the group's message" {
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
-  run -0 ps_validate clusterwide-group-images-and-trusted "$req"
+  run -0 ps_validate clusterwide-group-trusted-and-images "$req"
   assert_rejected
-  assert_message_contains "the images must exist and come from a trusted registry"
+  assert_message_contains "images must come from a trusted registry and exist there"
   assert_causes_are spec.policies.trusted
   assert_cause_contains spec.policies.trusted "$REG_AUTH/private/app:v1" "not looked up: registry $REG_AUTH is not in lookupRegistries"
   assert_no_warnings
 }
 
-@test "group images() && trusted(): two accepts with warnings: allowed, and no warning reaches the user" {
+@test "group trusted() && images(): && stops at the first rejection, the second member is never evaluated" {
+  # both members reject an invalid reference (the || group below lists both); here only trusted() ran
+  req=$(local_request pod-create.json "app=$REG_ANON/Team/App:1")
+  run -0 ps_validate clusterwide-group-trusted-and-images "$req"
+  assert_rejected
+  assert_causes_are spec.policies.trusted
+  assert_cause_contains spec.policies.trusted "container \"app\"" "invalid image reference"
+}
+
+@test "group trusted() && images(): two accepts with warnings: allowed, and no warning reaches the user" {
   req=$(local_request pod-create.json "app=$REG_DOWN/team/app:1.4.2")
   # alone, the policy warns
   run -0 ps_validate clusterwide-resolvable-images "$req"
   assert_allowed
   assert_warning_contains "container \"app\"" "actions.unreachable"
   # in the group, the same verdicts are an accept without the warnings
-  run -0 ps_validate clusterwide-group-images-and-trusted "$req"
+  run -0 ps_validate clusterwide-group-trusted-and-images "$req"
   assert_allowed
   assert_no_message
   assert_no_warnings
@@ -331,7 +344,6 @@ setup() {
 
 @test "group images() || trusted(): both reject: denied with the group's message, both members in the causes" {
   req=$(local_request pod-create.json "app=$REG_ANON/Team/App:1")
-  E2E_ALLOW_IMAGES="$REG_ANON/Team/App:1" assert_loopback_only "$req"
   run -0 ps_validate clusterwide-group-images-or-trusted "$req"
   assert_rejected
   [ "$(jq -r .status.message <<<"$output")" = "the images must exist or come from a trusted registry" ]

@@ -65,8 +65,9 @@ _ps_ready_or_dead() { ! kill -0 "$1" 2>/dev/null || ps_ready "$2"; }
 # readiness probe answers. Options from the environment: PS_SOURCES (default $E2E_SOURCES),
 # PS_KUBECONFIG (Kubernetes reads go to the API server it names; see apiserver_serve).
 # Exports PS_ADDR (host:port of the API), PS_DIR and PS_LOG. Returns 1, with PS_EXIT set to
-# the exit status and the log's tail on stderr, when the server exits instead (a start-up
-# failure is then asserted on "$PS_LOG"). Call it directly, not through `run`.
+# the exit status (also in $PS_DIR/exit) and the log's tail on stderr, when the server exits
+# instead (a start-up failure is then asserted on "$PS_LOG"). Call it directly, not through
+# `run`, except to assert such a failure.
 ps_start() {
   local name=$1 policies=$2 bin dir port ready_port pid trust attempt
   shift 2
@@ -109,6 +110,7 @@ ps_start() {
     fi
     PS_EXIT=0
     wait "$pid" || PS_EXIT=$?
+    echo "$PS_EXIT" >"$dir/exit"
     rm -f "$dir/pid"
     PS_DIR=$dir PS_LOG="$dir/server.log"
     export PS_EXIT PS_DIR PS_LOG
