@@ -85,8 +85,7 @@ setup_file() {
 teardown_file() {
   load lib/common
   load lib/policy_server
-  ps_stop_all
-  registry_stop_all
+  ps_teardown_file
 }
 
 setup() {
@@ -153,7 +152,7 @@ setup() {
   req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.9" "sidecar=$REG_DOWN/library/busybox:1.36")
   run -0 ps_validate clusterwide-custom-message "$req"
   assert_rejected
-  [ "$(jq -r .status.message <<<"$output")" = "an image of this workload will not pull" ]
+  assert_message_is "an image of this workload will not pull"
   jq -e '.status.details.causes | any(.message | contains("not found on registry") and contains("container \"app\""))' \
     <<<"$output" >/dev/null || _fail_with "the policy's message is not among the causes"
   assert_warning_contains "container \"sidecar\"" "actions.unreachable"
@@ -295,7 +294,7 @@ setup() {
   req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.9")
   run -0 ps_validate clusterwide-group-trusted-and-images "$req"
   assert_rejected
-  [ "$(jq -r .status.message <<<"$output")" = "images must come from a trusted registry and exist there" ]
+  assert_message_is "images must come from a trusted registry and exist there"
   # trusted() accepts (absent: warn, its warning dropped), images() rejects: the one cause
   assert_causes_are spec.policies.images
   assert_cause_contains spec.policies.images "container \"app\"" "$REG_ANON/team/app:9.9.9" "not found on registry $REG_ANON"
@@ -346,7 +345,7 @@ setup() {
   req=$(local_request pod-create.json "app=$REG_ANON/Team/App:1")
   run -0 ps_validate clusterwide-group-images-or-trusted "$req"
   assert_rejected
-  [ "$(jq -r .status.message <<<"$output")" = "the images must exist or come from a trusted registry" ]
+  assert_message_is "the images must exist or come from a trusted registry"
   assert_causes_are spec.policies.images spec.policies.trusted
   assert_cause_contains spec.policies.images "container \"app\"" "invalid image reference" "repository name must be lowercase"
   assert_cause_contains spec.policies.trusted "container \"app\"" "invalid image reference"

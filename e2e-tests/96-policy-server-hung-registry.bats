@@ -38,8 +38,7 @@ setup_file() {
 teardown_file() {
   load lib/common
   load lib/policy_server
-  ps_stop_all
-  registry_stop_all
+  ps_teardown_file
 }
 
 setup() {

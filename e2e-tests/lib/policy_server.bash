@@ -182,6 +182,11 @@ assert_status_code() {
   [[ "$(jq -r '.status.code // ""' <<<"$output")" == "$1" ]] || _fail_with "expected status.code '$1'"
 }
 
+# assert_message_is MESSAGE: status.message is exactly MESSAGE (a group's or a custom message).
+assert_message_is() {
+  [[ "$(jq -r '.status.message // ""' <<<"$output")" == "$1" ]] || _fail_with "expected the message: $1"
+}
+
 # assert_no_warnings: the response carries no warning at all.
 assert_no_warnings() { assert_warning_count 0; }
 
@@ -201,17 +206,24 @@ assert_causes_are() {
     "$@" <<<"$output" >/dev/null || _fail_with "expected causes for exactly: $*"
 }
 
-# ps_push_policy WASM REF: pushes the annotated policy WASM to registry://REF as Kubewarden
-# distributes it: with kwctl push ($KWCTL, else ../shared/tools/kwctl), else with the test
-# host's push (the same artifact, see 70-distribution.bats). Prints the tool it used.
+# ps_push_policy WASM REF: annotates WASM with policy-metadata.yml and README.md and pushes it
+# to registry://REF, as Kubewarden distributes a policy: with kwctl ($KWCTL, else
+# ../shared/tools/kwctl), else with the test host's annotate and push (the same artifact, see
+# 70-distribution.bats). Prints the tool it used; their logs go to $E2E_WORK/ps-push.log.
 ps_push_policy() {
-  local wasm=$1 ref=$2 kwctl="${KWCTL:-}"
+  local wasm=$1 ref=$2 kwctl="${KWCTL:-}" annotated log
+  annotated="$(e2e_workdir)/ps-annotated-policy.wasm" log="$(e2e_workdir)/ps-push.log"
   [[ -n "$kwctl" ]] || kwctl="$REPO_ROOT/../shared/tools/kwctl"
+  local -a meta=(--metadata-path "$REPO_ROOT/policy-metadata.yml" --usage-path "$REPO_ROOT/README.md"
+    --output-path "$annotated" "$wasm")
+  local -a push=(push --sources-path "${PS_SOURCES:-$E2E_SOURCES}" "$annotated" "registry://$ref")
   if [[ -x "$kwctl" ]]; then
-    KWCTL=$kwctl kwctl_exec push --sources-path "${PS_SOURCES:-$E2E_SOURCES}" "$wasm" "registry://$ref" >/dev/null || return 1
+    { KWCTL=$kwctl kwctl_exec annotate "${meta[@]}" && KWCTL=$kwctl kwctl_exec "${push[@]}"; } >"$log" 2>&1 ||
+      { cat "$log" >&2; return 1; }
     echo kwctl
   else
-    "$POLICY_HOST" push --sources-path "${PS_SOURCES:-$E2E_SOURCES}" "$wasm" "registry://$ref" >/dev/null || return 1
+    { "$POLICY_HOST" annotate "${meta[@]}" && "$POLICY_HOST" "${push[@]}"; } >"$log" 2>&1 ||
+      { cat "$log" >&2; return 1; }
     echo policy-host
   fi
 }
@@ -223,6 +235,16 @@ ps_stop() {
   [[ -f "$dir/pid" ]] || return 0
   registry_kill "$(cat "$dir/pid")"
   rm -f "$dir/pid" "$dir/addr"
+}
+
+# ps_teardown_file: for bats `teardown_file`: stops the servers and the registries of this file
+# by their pids, and fails if one survived.
+ps_teardown_file() {
+  ps_stop_all
+  registry_stop_all
+  local left
+  left=$(registry_pids)
+  [[ -z "$left" ]] || { echo "still running: $left" >&2; return 1; }
 }
 
 # ps_stop_all: stops every policy-server of this run (teardown; registry_stop_all does it too).
