@@ -3,8 +3,9 @@
 //!
 //! It POSTs AdmissionReviews over HTTP/1.1 keep-alive connections to 127.0.0.1 (nothing else
 //! is accepted), to several targets (policy ids) *interleaved*: round after round, each target
-//! gets its share of the requests in turn, so that a machine whose load changes during the run
-//! slows every target alike and the ratios between them keep their meaning.
+//! gets its share of the requests in turn (every other round in reverse order), so that a
+//! machine whose load changes during the run slows every target alike and the ratios between
+//! them keep their meaning.
 //!
 //! Per target it prints one JSON line: requests, errors (transport or HTTP status), answers
 //! that were not `allowed: true` or carried warnings (a benchmark of wrong answers is
@@ -77,8 +78,13 @@ fn run() -> Result<(), String> {
     }
     let per_round = options.requests.div_ceil(options.rounds).max(1);
     let budget = Duration::from_secs_f64(options.max_secs);
-    for _ in 0..options.rounds {
-        for target in &mut targets {
+    for round in 0..options.rounds {
+        // every other round in reverse order: no target always follows the same one
+        let mut order: Vec<&mut Target> = targets.iter_mut().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for target in order {
             let sent = target.latencies_us.len() + target.errors;
             if sent >= options.requests || target.wall >= budget {
                 continue;
