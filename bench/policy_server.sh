@@ -187,6 +187,22 @@ server_bench() {
   ps_stop
   echo "$("$PS_BIN" --version 2>/dev/null | head -n1), --workers ${BENCH_WORKERS:-2}, ${BENCH_CONNECTIONS:-8} client connections (bench/loadgen.rs, HTTP/1.1 keep-alive), loopback. $(machine); load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
+  echo "| cache | images | req/s: accept-all / probe / policy | p50 (ms): accept-all / probe / policy | p99 (ms): accept-all / probe / policy | policy / probe: p50, server CPU |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  local f
+  for f in "$OUT"/server-warm-1.jsonl "$OUT"/server-warm-10.jsonl "$OUT"/server-cold-1.jsonl \
+    "$OUT"/server-cold-10.jsonl "$OUT"/server-50ms-1.jsonl "$OUT"/server-50ms-10.jsonl; do
+    jq -rs --arg f "$(basename "$f" .jsonl)" '
+      def r2: . * 100 | round / 100;
+      def rps: if . < 10 then (. * 10 | round / 10) else round end;
+      def ms: if . >= 100 then round else r2 end;
+      (map({key: .target, value: .}) | from_entries) as $m
+      | ($f | capture("server-(?<c>[a-z0-9]+)-(?<n>[0-9]+)")) as $k
+      | "| \(if $k.c == "50ms" then "50 ms" else $k.c end) | \($k.n) | \($m["accept-all"].rps | rps) / \($m.probe.rps | rps) / \($m.policy.rps | rps) | \($m["accept-all"].p50_ms | ms) / \($m.probe.p50_ms | ms) / \($m.policy.p50_ms | ms) | \($m["accept-all"].p99_ms | ms) / \($m.probe.p99_ms | ms) / \($m.policy.p99_ms | ms) | \($m.policy.p50_ms / $m.probe.p50_ms | r2) / \($m.policy.server_cpu_us_per_request / $m.probe.server_cpu_us_per_request | r2) |"' "$f"
+  done
+  echo
+  echo "Per module, with what the server process spent (CPU time of all its threads, minor page faults):"
+  echo
   echo "| cache | images | module | requests | req/s | p50 (ms) | p99 (ms) | server CPU per request (µs) | server minor faults per request | policy / probe: p50, CPU |"
   echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
   cat "$OUT/server-rows.md"
