@@ -3,6 +3,11 @@
 # baseline measured side by side in the same run, on the same machine, so the ratios mean
 # something even when the absolute times move with the machine's load. Nothing is asserted.
 #
+#   0. policy-server  the policy, the probe and accept-all on the real Kubewarden policy-server
+#                     (POLICY_SERVER, else ../shared/tools/policy-server; skipped, saying so,
+#                     when there is none): requests per second, p50, p99, the server's CPU
+#                     and page faults per request, warm, cold and 50 ms away; peak RSS.
+#                     bench/policy_server.sh, with the load generator bench/loadgen.rs;
 #   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
 #                     and 100 containers, against benches/accept-all (parses, accepts) and
 #                     benches/probe (parses, one oci/v1/manifest_digest per distinct image,
@@ -19,7 +24,8 @@
 # Expects what `make bench` builds: policy.wasm, the raw module, the test host and the
 # accept-all and probe modules (ACCEPT_ALL_WASM, PROBE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
 # BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
-# case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench).
+# case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench), BENCH_SECTIONS (the
+# sections to run, "server guest size e2e batch"), and those of bench/policy_server.sh.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,12 +34,18 @@ ITERATIONS=${BENCH_ITERATIONS:-200}
 REPEATS=${BENCH_REPEATS:-10}
 OUT=${BENCH_OUT:-$ROOT/target/bench}
 RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm
-POLICY=$ROOT/policy.wasm
+POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
 PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
 HOST=${POLICY_HOST:-$ROOT/e2e-tests/host/target/release/policy-host}
+SECTIONS=" ${BENCH_SECTIONS:-server guest size e2e batch} "
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+LOADGEN=$OUT/loadgen
+# section NAME: whether BENCH_SECTIONS asks for NAME.
+section() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
-for f in "$RAW_WASM" "$POLICY" "$ACCEPT_ALL" "$PROBE" "$HOST"; do
+for f in "$POLICY" "$ACCEPT_ALL" "$PROBE" $(section size && echo "$RAW_WASM") \
+  $(section guest || section e2e || section batch && echo "$HOST"); do
   [[ -e "$f" ]] || { echo "bench: $f is missing; run 'make bench'" >&2; exit 1; }
 done
 
@@ -96,7 +108,22 @@ echo "# resolvable-images-policy benchmarks"
 echo
 echo "$(machine); $ITERATIONS guest evaluations per case, $REPEATS end-to-end runs per case (medians)."
 
+# The registry of sections 0 and 3, with 20 images.
+registry_start anon >/dev/null
+img=$(build_image bench)
+for i in $(seq 0 19); do push_image "$img" anon "bench/img-$i:1.0"; done
+
+# --- 0. The real policy-server --------------------------------------------------------------
+if section server; then
+  # shellcheck source=bench/policy_server.sh
+  source "$ROOT/bench/policy_server.sh"
+  rustc --edition 2021 -O "$ROOT/bench/loadgen.rs" -o "$LOADGEN"
+  trap 'ps_stop; cleanup' EXIT
+  server_bench
+fi
+
 # --- 1. Guest cost ------------------------------------------------------------------------
+if section guest; then
 echo
 echo "## Guest cost per evaluation (host answers from memory)"
 echo
@@ -113,8 +140,10 @@ for n in 1 10 100; do
     "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \($p[0].median_us) | \((.median_us / $p[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
   ' "$OUT/guest-policy-$n.json"
 done
+fi
 
 # --- 2. Module size -----------------------------------------------------------------------
+if section size; then
 echo
 echo "## Module size"
 echo
@@ -137,15 +166,9 @@ echo
 echo "### Policy code by crate ($(basename "$named"); drop glue and trait impls go to the type's crate)"
 echo
 python3 "$ROOT/bench/size_by_crate.py" "$named" 15
+fi
 
 # --- 3. End to end against a local registry -----------------------------------------------
-registry_start anon >/dev/null
-img=$(build_image bench)
-for i in $(seq 0 19); do push_image "$img" anon "bench/img-$i:1.0"; done
-SOURCES=$(write_sources_yaml bench --insecure "$REG_ANON")
-req10="$E2E_WORK/pod-e2e-10.json"
-pod_request "$req10" 10 "$REG_ANON/bench"
-
 policy_ms() { # policy_ms REQUEST [HOST OPTIONS...]: wall time of one decision, in ms
   local req=$1 start out
   shift
@@ -165,6 +188,10 @@ curl_ms() { # curl_ms N: wall time of N sequential HEAD requests in one curl, in
   echo $(($(ms_now) - start))
 }
 
+if section e2e; then
+SOURCES=$(write_sources_yaml bench --insecure "$REG_ANON")
+req10="$E2E_WORK/pod-e2e-10.json"
+pod_request "$req10" 10 "$REG_ANON/bench"
 policy_ms "$req10" --settings-json '{}' >/dev/null # compilation cache warm
 for ((r = 0; r < REPEATS; r++)); do policy_ms "$req10" --settings-json '{}'; done >"$OUT/e2e-policy.txt"
 for ((r = 0; r < REPEATS; r++)); do curl_ms 10; done >"$OUT/e2e-curl.txt"
@@ -189,8 +216,10 @@ echo "| \`policy-host run\` with accept-all: process and module load, no lookup 
 echo "| \`policy-host run\`, the policy with the namespace exempt: process, module load, no lookup | $x |"
 echo "| ratio policy / curl | $(ratio "$p" "$c") |"
 echo "| ratio (policy - policy exempt) / curl: the 10 lookups as the host makes them | $(ratio "$(awk -v p="$p" -v a="$x" 'BEGIN { print p - a }')" "$c") |"
+fi
 
 # --- 4. Stock sequential lookups against one batched call, 50 ms per request ----------------
+if section batch; then
 proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50
 SLOW=$PROXY_ADDR
 SOURCES=$(write_sources_yaml bench-slow --insecure "$SLOW")
@@ -219,3 +248,4 @@ for n in 1 5 20; do
   w=$(median <"$OUT/batch-resolve-all-$n.txt")
   echo "| $n | $s | $b | $(ratio "$s" "$b") | $w | $(ratio "$s" "$w") |"
 done
+fi

@@ -37,9 +37,11 @@ pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
 }
 
 thread_local! {
-    /// The settings of the previous request and what they compiled to. A policy server sends
-    /// one policy instance the same settings with every request, and compiling them (exemption
-    /// globs, denied networks, mirror rules, JSONPaths) took 3 of the 30 µs of a one-image Pod.
+    /// The settings of the previous request and what they compiled to. A host that keeps the
+    /// instance (the test host, hosts pooling instances) sends it the same settings with every
+    /// request, and compiling them (exemption globs, denied networks, mirror rules, JSONPaths)
+    /// took 3 of the 30 µs of a one-image Pod. Policy-server 1.36 makes a new instance for
+    /// every evaluation, so there it compiles every time (docs/performance.md).
     static LAST_SETTINGS: RefCell<Option<(Value, Rc<Settings>)>> = const { RefCell::new(None) };
 }
 

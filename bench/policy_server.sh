@@ -1,0 +1,220 @@
+# shellcheck shell=bash
+# Sourced by bench/run.sh: the policy, the probe and accept-all on the real Kubewarden
+# policy-server, side by side in one server, one run. Defines server_bench; expects run.sh's
+# helpers (registry REG_ANON with bench/img-0..9:1.0 pushed, proxy_start, machine) and
+# LOADGEN, the load generator built from bench/loadgen.rs.
+#
+# Cases, each with 1 and 10 distinct images per Pod:
+#   warm   the same images every request: the server's 60 s digest cache answers;
+#   cold   a tag never asked before in every request (tags are added to the registry's
+#          storage as copies of 1.0): every lookup reaches the registry;
+#   50 ms  cold, through e2e-tests/lib/fault_proxy.py adding 50 ms to every registry request.
+# The three modules of a case are interleaved (bench/loadgen.rs: round after round), so a
+# change in the machine's load falls on all of them alike; ratios are what to read.
+# Knobs: POLICY_SERVER (else ../shared/tools/policy-server), BENCH_CONNECTIONS (8),
+# BENCH_WORKERS (2), BENCH_SERVER_REQUESTS (warm requests per module and case, 3000),
+# BENCH_COLD_REQUESTS (cold, 1 image: 60; 10 images: a fifth of it), BENCH_SLOW_REQUESTS (50 ms
+# away, 1 image: 30; 10 images: a fifth of it). Cold lookups are slow on this server (see
+# docs/performance.md), hence the small counts.
+
+PS_BIN=${POLICY_SERVER:-$ROOT/../shared/tools/policy-server}
+PS_PID=""
+
+# ps_stop: stops the server started here, by its pid.
+ps_stop() {
+  [[ -n "$PS_PID" ]] || return 0
+  kill "$PS_PID" 2>/dev/null || true
+  wait "$PS_PID" 2>/dev/null || true
+  PS_PID=""
+}
+
+# ps_start POLICIES SOURCES: starts policy-server on loopback ports (no TLS, no cluster) and
+# waits until it is ready; sets PS_PID and PS_ADDR.
+ps_start() {
+  local policies=$1 sources=$2 dir="$E2E_WORK/policy-server" port probe_port attempt
+  mkdir -p "$dir/home" "$dir/downloads" "$dir/sigstore"
+  E2E_KWCTL_HOME="$dir/home" # where kwctl_trust_config keeps its offline trust file
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    probe_port=$(free_port)
+    env -u RUST_BACKTRACE -u KUBECONFIG HOME="$dir/home" "$PS_BIN" \
+      --policies "$policies" --addr 127.0.0.1 --port "$port" --readiness-probe-port "$probe_port" \
+      --workers "${BENCH_WORKERS:-2}" --sources-path "$sources" --policy-timeout 30 \
+      --ignore-kubernetes-connection-failure --sigstore-trust-config "$(kwctl_trust_config)" \
+      --sigstore-cache-dir "$dir/sigstore" --policies-download-dir "$dir/downloads" \
+      --log-level warn --log-no-color >"$dir/server.log" 2>&1 3>&- &
+    PS_PID=$!
+    if wait_until 60 ps_ready_or_dead "$probe_port" && kill -0 "$PS_PID" 2>/dev/null; then
+      PS_ADDR=127.0.0.1:$port
+      return 0
+    fi
+    echo "bench: policy-server did not start (attempt $attempt):" >&2
+    tail -n 5 "$dir/server.log" >&2
+    ps_stop
+  done
+  return 1
+}
+
+# annotate MODULE METADATA OUT: MODULE with its metadata embedded, which policy-server needs
+# (the protocol version); with kwctl where there is one, else with the test host.
+annotate() {
+  local kwctl=${KWCTL:-$ROOT/../shared/tools/kwctl}
+  if [[ -x "$kwctl" ]]; then
+    env -u RUST_BACKTRACE HOME="$E2E_WORK/policy-server/home" "$kwctl" annotate -m "$2" -o "$3" "$1" 2>/dev/null
+  else
+    "$HOST" annotate --metadata-path "$2" --output-path "$3" "$1" >/dev/null
+  fi
+}
+
+# ps_ready_or_dead PORT: the server is ready, or its process is gone.
+ps_ready_or_dead() {
+  ! kill -0 "$PS_PID" 2>/dev/null ||
+    curl -sf --noproxy '*' -o /dev/null "http://127.0.0.1:$1/readiness"
+}
+
+# ps_memory FIELD: the server's FIELD (VmRSS, VmHWM) from /proc, in MiB.
+ps_memory() {
+  awk -v f="$1:" '$1 == f { printf "%.0f", $2 / 1024 }' "/proc/$PS_PID/status"
+}
+
+# review_lines FILE N COUNT TAG_PREFIX PREFIX: COUNT AdmissionReviews, one a line, each a Pod
+# of N containers c0.. with images PREFIX/img-I:TAG; TAG is 1.0 when TAG_PREFIX is empty, else
+# TAG_PREFIX-R for the R-th review (distinct tags for a cold cache).
+review_lines() {
+  local file=$1 n=$2 count=$3 tag=$4 prefix=$5
+  jq -c --argjson n "$n" --argjson count "$count" --arg t "$tag" --arg p "$prefix" '
+    . as $review | range($count) as $r
+    | $review | .request.object.spec |= (del(.initContainers)
+        | .containers = [range($n) | {name: "c\(.)",
+            image: "\($p)/img-\(.):\(if $t == "" then "1.0" else "\($t)-\($r)" end)"}])' \
+    "$FIXTURES_DIR/pod-create.json" >"$file"
+  assert_loopback_only "$file"
+}
+
+# add_tags N TAG_PREFIX COUNT: tags TAG_PREFIX-0..COUNT-1 of bench/img-0..N-1, copies of 1.0
+# made in the registry's storage (the registry reads tags from its files on every request).
+add_tags() {
+  python3 - "$E2E_WORK/registries/anon/data/docker/registry/v2/repositories/bench" "$@" <<'EOF'
+import shutil, sys
+root, n, prefix, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+for i in range(n):
+    tags = f"{root}/img-{i}/_manifests/tags"
+    for r in range(count):
+        shutil.copytree(f"{tags}/1.0", f"{tags}/{prefix}-{r}")
+EOF
+}
+
+# server_case LABEL IMAGES WARMUP REQUESTS MAX_SECS ROUNDS POLICY_ID ACCEPT PROBE POLICY:
+# one loadgen run of the three modules interleaved; appends a table row per module to
+# $OUT/server-rows.md and keeps the raw JSON lines in $OUT/server-LABEL.jsonl.
+server_case() {
+  local label=$1 images=$2 warmup=$3 requests=$4 secs=$5 rounds=$6 policy_id=$7
+  local accept=$8 probe=$9 policy=${10} raw="$OUT/server-${1// /}-$2.jsonl"
+  "$LOADGEN" --addr "$PS_ADDR" --connections "${BENCH_CONNECTIONS:-8}" --rounds "$rounds" \
+    --requests "$requests" --max-secs "$secs" --warmup "$warmup" --server-pid "$PS_PID" \
+    --target "accept-all=/validate/accept-all=$accept" \
+    --target "probe=/validate/probe=$probe" \
+    --target "policy=/validate/$policy_id=$policy" >"$raw"
+  jq -rs --arg case "$label" --arg images "$images" '
+    (map(select(.target == "probe")) | .[0]) as $probe
+    | .[] | "| \($case) | \($images) | \(.target) | \(.requests) | \(if .rps < 10 then (.rps * 10 | round / 10) else (.rps | round) end) | \(.p50_ms * 100 | round / 100) | \(.p99_ms * 100 | round / 100) | \(.server_cpu_us_per_request) | \(.server_minflt_per_request) | \(if .target == "policy" then "\(.p50_ms / $probe.p50_ms * 100 | round / 100)× / \(.server_cpu_us_per_request / $probe.server_cpu_us_per_request * 100 | round / 100)×" else "" end) |"' \
+    "$raw" >>"$OUT/server-rows.md"
+  # a benchmark of wrong answers is worthless: every image exists, every answer must admit
+  if jq -e 'select(.errors > 0 or .not_allowed > 0 or .warned > 0)' "$raw" >/dev/null; then
+    echo "bench: $label: failed or refused requests:" >&2
+    jq -c 'select(.errors > 0 or .not_allowed > 0 or .warned > 0) | {target, errors, not_allowed, warned, first_error}' \
+      "$raw" >&2
+    return 1
+  fi
+}
+
+# server_bench: the section; prints its tables, or says loudly why it was skipped.
+server_bench() {
+  echo
+  echo "## The real policy-server"
+  echo
+  if [[ ! -x "$PS_BIN" ]]; then
+    echo "SKIPPED: no policy-server binary at $PS_BIN (set POLICY_SERVER to measure one)."
+    echo "bench: policy-server tables SKIPPED: no binary at $PS_BIN" >&2
+    return 0
+  fi
+  local warm=${BENCH_SERVER_REQUESTS:-3000} cold=${BENCH_COLD_REQUESTS:-60}
+  local slow=${BENCH_SLOW_REQUESTS:-30} dir="$E2E_WORK/server-bench" n
+  mkdir -p "$dir" "$E2E_WORK/policy-server/home"
+  proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50
+  local slow_reg=$PROXY_ADDR
+  annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$dir/accept-all.wasm"
+  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$dir/probe.wasm"
+  annotate "$POLICY" "$ROOT/policy-metadata.yml" "$dir/policy.wasm"
+  # one server, every module, with the same grant: the registry capabilities the policy may
+  # use (none is granted by default). The policy with default settings, and with a budget that
+  # lets ten 50 ms lookups finish (the default 1.5 s would turn slow answers into warnings).
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" '
+      ["oci/v1/manifest_digest", "oci/v1/oci_manifest", "oci/v1/oci_manifest_config"] as $oci
+      | {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
+         probe: {module: $p, settings: {}, hostCapabilities: $oci},
+         policy: {module: $x, settings: {}, hostCapabilities: $oci},
+         "policy-patient": {module: $x, settings: {timeBudgetMs: 30000}, hostCapabilities: $oci}}' >"$dir/policies.yml"
+  ps_start "$dir/policies.yml" "$(write_sources_yaml server-bench --insecure "$REG_ANON" --insecure "$slow_reg")"
+  local idle_rss
+  idle_rss=$(ps_memory VmRSS)
+  : >"$OUT/server-rows.md"
+  for n in 1 10; do
+    review_lines "$dir/warm-$n.jsonl" "$n" 1 "" "$REG_ANON/bench"
+    server_case "warm" "$n" 200 "$warm" 90 20 policy \
+      "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl"
+  done
+  for n in 1 10; do
+    local count=$((n == 1 ? cold : (cold + 4) / 5))
+    add_tags "$n" "probe-cold$n" "$count"
+    add_tags "$n" "policy-cold$n" "$count"
+    review_lines "$dir/probe-cold-$n.jsonl" "$n" "$count" "probe-cold$n" "$REG_ANON/bench"
+    review_lines "$dir/policy-cold-$n.jsonl" "$n" "$count" "policy-cold$n" "$REG_ANON/bench"
+    server_case "cold" "$n" 0 "$count" 60 3 policy-patient \
+      "$dir/probe-cold-$n.jsonl" "$dir/probe-cold-$n.jsonl" "$dir/policy-cold-$n.jsonl"
+  done
+  for n in 1 10; do
+    local count=$((n == 1 ? slow : (slow + 4) / 5))
+    add_tags "$n" "probe-slow$n" "$count"
+    add_tags "$n" "policy-slow$n" "$count"
+    review_lines "$dir/probe-slow-$n.jsonl" "$n" "$count" "probe-slow$n" "$slow_reg/bench"
+    review_lines "$dir/policy-slow-$n.jsonl" "$n" "$count" "policy-slow$n" "$slow_reg/bench"
+    server_case "50 ms" "$n" 0 "$count" 120 2 policy-patient \
+      "$dir/probe-slow-$n.jsonl" "$dir/probe-slow-$n.jsonl" "$dir/policy-slow-$n.jsonl"
+  done
+  local peak
+  peak=$(ps_memory VmHWM)
+  ps_stop
+  echo "$("$PS_BIN" --version 2>/dev/null | head -n1), --workers ${BENCH_WORKERS:-2}, ${BENCH_CONNECTIONS:-8} client connections (bench/loadgen.rs, HTTP/1.1 keep-alive), loopback. $(machine); load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  echo "| cache | images | req/s: accept-all / probe / policy | p50 (ms): accept-all / probe / policy | p99 (ms): accept-all / probe / policy | policy / probe: p50, server CPU |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  local f
+  for f in "$OUT"/server-warm-1.jsonl "$OUT"/server-warm-10.jsonl "$OUT"/server-cold-1.jsonl \
+    "$OUT"/server-cold-10.jsonl "$OUT"/server-50ms-1.jsonl "$OUT"/server-50ms-10.jsonl; do
+    jq -rs --arg f "$(basename "$f" .jsonl)" '
+      def r2: . * 100 | round / 100;
+      def rps: if . < 10 then (. * 10 | round / 10) else round end;
+      def ms: if . >= 100 then round else r2 end;
+      (map({key: .target, value: .}) | from_entries) as $m
+      | ($f | capture("server-(?<c>[a-z0-9]+)-(?<n>[0-9]+)")) as $k
+      | "| \(if $k.c == "50ms" then "50 ms" else $k.c end) | \($k.n) | \($m["accept-all"].rps | rps) / \($m.probe.rps | rps) / \($m.policy.rps | rps) | \($m["accept-all"].p50_ms | ms) / \($m.probe.p50_ms | ms) / \($m.policy.p50_ms | ms) | \($m["accept-all"].p99_ms | ms) / \($m.probe.p99_ms | ms) / \($m.policy.p99_ms | ms) | \($m.policy.p50_ms / $m.probe.p50_ms | r2) / \($m.policy.server_cpu_us_per_request / $m.probe.server_cpu_us_per_request | r2) |"' "$f"
+  done
+  echo
+  echo "Per module, with what the server process spent (CPU time of all its threads, minor page faults):"
+  echo
+  echo "| cache | images | module | requests | req/s | p50 (ms) | p99 (ms) | server CPU per request (µs) | server minor faults per request | policy / probe: p50, CPU |"
+  echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+  cat "$OUT/server-rows.md"
+  echo
+  echo "| target (warm, same run) | policy / probe, p50 | policy / probe, server CPU | target |"
+  echo "|---|---:|---:|---:|"
+  for n in 1 10; do
+    jq -rs --arg n "$n" --arg t "$([[ $n == 1 ]] && echo 1.05 || echo 1.1)" '
+      (map(select(.target == "probe"))[0]) as $p | (map(select(.target == "policy"))[0]) as $x
+      | "| \($n) image(s) | \($x.p50_ms / $p.p50_ms * 100 | round / 100) | \($x.server_cpu_us_per_request / $p.server_cpu_us_per_request * 100 | round / 100) | ≤ \($t) |"' \
+      "$OUT/server-warm-$n.jsonl"
+  done
+  echo
+  echo "Server RSS: ${idle_rss} MiB after start (4 policies loaded), peak (VmHWM) ${peak} MiB after every case."
+}
