@@ -22,7 +22,8 @@
 //! Security rests on who writes the name: the policy fills in the namespace of the admission
 //! request, never anything from the image, and the broker decodes strictly. An image that
 //! merely *looks* encoded (`broker/r1/kube-system/…`) has the broker's host as its registry;
-//! the policy never looks such an image up ([`is_broker_host`]).
+//! the policy never sends a reference on the broker's host that it did not write itself
+//! ([`is_broker_host`]).
 
 use std::fmt;
 
@@ -120,7 +121,9 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Refusal::Namespace => "the namespace is not a DNS-1123 label",
-            Refusal::ObjectName => "a pull secret or ServiceAccount name is not a DNS-1123 subdomain",
+            Refusal::ObjectName => {
+                "a pull secret or ServiceAccount name is not a DNS-1123 subdomain"
+            }
             Refusal::Registry => "the registry is not a host with an optional port",
             Refusal::Repository => "the repository is not lowercase path components",
             Refusal::Tag => "the tag is not a valid tag",
@@ -245,6 +248,12 @@ pub fn reference(
     Ok(reference)
 }
 
+/// True when `host` can be the broker's host in an encoded reference: a lowercase DNS name
+/// or IPv4 address with an optional port.
+pub fn is_valid_broker_host(host: &str) -> bool {
+    plain_registry(host).is_some()
+}
+
 /// True when `registry` names the broker (`broker_host`), compared as hosts are: without
 /// regard to ASCII case or a trailing dot of the host. The policy never looks such an image up
 /// itself (the policy server would send the broker's caller credential along with a name a Pod
@@ -252,7 +261,11 @@ pub fn reference(
 pub fn is_broker_host(registry: &str, broker_host: &str) -> bool {
     fn normalise(s: &str) -> String {
         let (host, port) = match s.rsplit_once(':') {
-            Some((h, p)) if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+            Some((h, p))
+                if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                (h, Some(p))
+            }
             _ => (s, None),
         };
         let host = host.trim_end_matches('.').to_ascii_lowercase();
@@ -290,7 +303,8 @@ fn plain_registry(registry: &str) -> Option<String> {
         Some((host, port)) => (host, Some(port)),
         None => (registry, None),
     };
-    let port_ok = port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    let port_ok =
+        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
     if !port_ok || host.is_empty() || !host.split('.').all(is_lower_label) {
         return None;
     }
@@ -384,7 +398,9 @@ fn is_tag(tag: &str) -> bool {
     !bytes.is_empty()
         && bytes.len() <= TAG_LENGTH_MAX
         && word(&bytes[0])
-        && bytes[1..].iter().all(|b| word(b) || *b == b'.' || *b == b'-')
+        && bytes[1..]
+            .iter()
+            .all(|b| word(b) || *b == b'.' || *b == b'-')
 }
 
 fn is_digest(digest: &str) -> bool {

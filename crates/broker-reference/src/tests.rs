@@ -3,7 +3,12 @@
 
 use super::*;
 
-fn name(namespace: &str, credentials: Credentials, registry: &str, repository: &str) -> BrokeredName {
+fn name(
+    namespace: &str,
+    credentials: Credentials,
+    registry: &str,
+    repository: &str,
+) -> BrokeredName {
     BrokeredName {
         namespace: namespace.into(),
         credentials,
@@ -18,13 +23,26 @@ fn secrets(names: &[&str]) -> Credentials {
 
 #[test]
 fn encodes_the_documented_examples() {
-    let lookup = name("team-a", secrets(&["regcred", "backup.cred"]), "registry.example:5000", "app/web");
+    let lookup = name(
+        "team-a",
+        secrets(&["regcred", "backup.cred"]),
+        "registry.example:5000",
+        "app/web",
+    );
     assert_eq!(
         lookup.encode().unwrap(),
         "r1/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web"
     );
-    let sa = name("default", Credentials::ServiceAccount("builder".into()), "docker.io", "library/busybox");
-    assert_eq!(sa.encode().unwrap(), "r1/default/a.builder/d.docker.io/library/busybox");
+    let sa = name(
+        "default",
+        Credentials::ServiceAccount("builder".into()),
+        "docker.io",
+        "library/busybox",
+    );
+    assert_eq!(
+        sa.encode().unwrap(),
+        "r1/default/a.builder/d.docker.io/library/busybox"
+    );
     let anonymous = name("ns", secrets(&[]), "[::1]:5000", "a");
     assert_eq!(
         anonymous.encode().unwrap(),
@@ -45,14 +63,27 @@ fn encodes_the_documented_examples() {
 fn round_trips() {
     let cases = [
         name("a", secrets(&[]), "localhost", "x"),
-        name("kube-system", secrets(&["a", "b", "a"]), "127.0.0.1:5000", "a/b/c"),
-        name("n-1", Credentials::ServiceAccount("sa.with.dots".into()), "Registry.Example.COM", "a__b/c-d"),
+        name(
+            "kube-system",
+            secrets(&["a", "b", "a"]),
+            "127.0.0.1:5000",
+            "a/b/c",
+        ),
+        name(
+            "n-1",
+            Credentials::ServiceAccount("sa.with.dots".into()),
+            "Registry.Example.COM",
+            "a__b/c-d",
+        ),
         name("z", secrets(&["x-y.z"]), "[fe80::1%25eth0]:443", "p.q_r"),
         name("z", secrets(&["x"]), "host-with-hyphen.example", "c--d"),
     ];
     for case in cases {
         let encoded = case.encode().unwrap();
-        assert!(is_repository(&encoded), "{encoded} must be valid path components");
+        assert!(
+            is_repository(&encoded),
+            "{encoded} must be valid path components"
+        );
         assert_eq!(BrokeredName::decode(&encoded).unwrap(), case, "{encoded}");
     }
 }
@@ -81,29 +112,54 @@ fn refuses_what_cannot_exist_or_parse() {
         bad.registry = registry.into();
         assert_eq!(bad.encode(), Err(Refusal::Registry), "{registry:?}");
     }
-    for repository in ["", "Upper", "a//b", "/a", "a/", "a..b", "a___b", "-a", "a:b"] {
+    for repository in [
+        "", "Upper", "a//b", "/a", "a/", "a..b", "a___b", "-a", "a:b",
+    ] {
         let mut bad = ok();
         bad.repository = repository.into();
         assert_eq!(bad.encode(), Err(Refusal::Repository), "{repository:?}");
     }
     assert_eq!(reference("b", &ok(), Some(".bad"), None), Err(Refusal::Tag));
-    assert_eq!(reference("b", &ok(), Some(&"t".repeat(129)), None), Err(Refusal::Tag));
+    assert_eq!(
+        reference("b", &ok(), Some(&"t".repeat(129)), None),
+        Err(Refusal::Tag)
+    );
     assert_eq!(reference("b", &ok(), None, None), Err(Refusal::Tag));
-    assert_eq!(reference("b", &ok(), None, Some("sha256:short")), Err(Refusal::Digest));
-    assert_eq!(reference("B", &ok(), Some("t"), None), Err(Refusal::BrokerHost));
-    assert_eq!(reference("b/c", &ok(), Some("t"), None), Err(Refusal::BrokerHost));
+    assert_eq!(
+        reference("b", &ok(), None, Some("sha256:short")),
+        Err(Refusal::Digest)
+    );
+    assert_eq!(
+        reference("B", &ok(), Some("t"), None),
+        Err(Refusal::BrokerHost)
+    );
+    assert_eq!(
+        reference("b/c", &ok(), Some("t"), None),
+        Err(Refusal::BrokerHost)
+    );
 }
 
 #[test]
 fn limits_the_whole_name_to_255_characters() {
     let host = "broker.kw.svc:8443";
     let fixed = format!("{host}/r1/ns/n/d.r/").len();
-    let mut lookup = name("ns", secrets(&[]), "r", &"a".repeat(NAME_TOTAL_LENGTH_MAX - fixed));
+    let mut lookup = name(
+        "ns",
+        secrets(&[]),
+        "r",
+        &"a".repeat(NAME_TOTAL_LENGTH_MAX - fixed),
+    );
     let exact = reference(host, &lookup, Some("t"), None).unwrap();
     assert_eq!(exact.len() - ":t".len(), NAME_TOTAL_LENGTH_MAX);
     lookup.repository.push('a');
-    assert_eq!(reference(host, &lookup, Some("t"), None), Err(Refusal::TooLong));
-    assert_eq!(BrokeredName::decode(&format!("r1/ns/n/d.r/{}", "a".repeat(300))), Err(Refusal::TooLong));
+    assert_eq!(
+        reference(host, &lookup, Some("t"), None),
+        Err(Refusal::TooLong)
+    );
+    assert_eq!(
+        BrokeredName::decode(&format!("r1/ns/n/d.r/{}", "a".repeat(300))),
+        Err(Refusal::TooLong)
+    );
 }
 
 #[test]
@@ -139,7 +195,12 @@ fn decodes_strictly() {
 #[test]
 fn the_namespace_is_the_second_component_whatever_the_repository_says() {
     // A repository that mimics an encoding does not change whose secrets are used.
-    let hostile = name("attacker", secrets(&[]), "r.example", "r1/kube-system/s.admin/d.r.example/x");
+    let hostile = name(
+        "attacker",
+        secrets(&[]),
+        "r.example",
+        "r1/kube-system/s.admin/d.r.example/x",
+    );
     let decoded = BrokeredName::decode(&hostile.encode().unwrap()).unwrap();
     assert_eq!(decoded.namespace, "attacker");
     assert_eq!(decoded.credentials, secrets(&[]));
@@ -148,7 +209,11 @@ fn the_namespace_is_the_second_component_whatever_the_repository_says() {
 
 #[test]
 fn recognises_the_broker_host_however_written() {
-    for registry in ["broker.kw.svc:8443", "BROKER.kw.svc:8443", "broker.kw.svc.:8443"] {
+    for registry in [
+        "broker.kw.svc:8443",
+        "BROKER.kw.svc:8443",
+        "broker.kw.svc.:8443",
+    ] {
         assert!(is_broker_host(registry, "broker.kw.svc:8443"), "{registry}");
     }
     assert!(!is_broker_host("broker.kw.svc:8444", "broker.kw.svc:8443"));
@@ -159,9 +224,24 @@ fn recognises_the_broker_host_however_written() {
 #[test]
 fn parses_manifest_references() {
     let digest = format!("sha256:{}", "0".repeat(64));
-    assert_eq!(ManifestReference::parse("v1.2_3-x"), Ok(ManifestReference::Tag("v1.2_3-x".into())));
-    assert_eq!(ManifestReference::parse(&digest), Ok(ManifestReference::Digest(digest.clone())));
-    for bad in ["", ".x", "a/b", "..", "sha256:xyz", "a b", "%2e", "sha256:../../x"] {
+    assert_eq!(
+        ManifestReference::parse("v1.2_3-x"),
+        Ok(ManifestReference::Tag("v1.2_3-x".into()))
+    );
+    assert_eq!(
+        ManifestReference::parse(&digest),
+        Ok(ManifestReference::Digest(digest.clone()))
+    );
+    for bad in [
+        "",
+        ".x",
+        "a/b",
+        "..",
+        "sha256:xyz",
+        "a b",
+        "%2e",
+        "sha256:../../x",
+    ] {
         assert!(ManifestReference::parse(bad).is_err(), "{bad:?}");
     }
 }
@@ -184,7 +264,9 @@ impl Rng {
     }
     fn string(&mut self, alphabet: &[u8], max: usize) -> String {
         let len = self.below(max + 1);
-        (0..len).map(|_| alphabet[self.below(alphabet.len())] as char).collect()
+        (0..len)
+            .map(|_| alphabet[self.below(alphabet.len())] as char)
+            .collect()
     }
 }
 
@@ -195,20 +277,40 @@ fn random_name(rng: &mut Rng) -> BrokeredName {
         0 => Credentials::ServiceAccount(rng.pick(&["default", "a.b", "x-1", "Bad", ""]).into()),
         _ => Credentials::PullSecrets(
             (0..rng.below(4))
-                .map(|_| rng.pick(&["regcred", "a.b-c", "z", "x__y", "Up"]).to_owned())
+                .map(|_| {
+                    rng.pick(&["regcred", "a.b-c", "z", "x__y", "Up"])
+                        .to_owned()
+                })
                 .collect(),
         ),
     };
     BrokeredName {
-        namespace: rng.pick(&["default", "kube-system", "a", "team-b", "Bad", "a.b"]).into(),
+        namespace: rng
+            .pick(&["default", "kube-system", "a", "team-b", "Bad", "a.b"])
+            .into(),
         credentials,
         registry: if rng.below(2) == 0 {
-            rng.pick(&["docker.io", "localhost:5000", "[::1]:5000", "R.example", "a_b", "127.0.0.1:1"]).into()
+            rng.pick(&[
+                "docker.io",
+                "localhost:5000",
+                "[::1]:5000",
+                "R.example",
+                "a_b",
+                "127.0.0.1:1",
+            ])
+            .into()
         } else {
             rng.string(ALPHABET, 12)
         },
         repository: if rng.below(2) == 0 {
-            rng.pick(&["library/busybox", "a/b/c", "a__b", "r1/kube-system/s.x/d.r/y", "A"]).into()
+            rng.pick(&[
+                "library/busybox",
+                "a/b/c",
+                "a__b",
+                "r1/kube-system/s.x/d.r/y",
+                "A",
+            ])
+            .into()
         } else {
             rng.string(ALPHABET, 12)
         },
@@ -232,13 +334,23 @@ fn property_every_encoding_decodes_to_itself_and_is_valid() {
             }
         }
     }
-    assert!(encoded_count > 1_000, "the generator must produce valid lookups ({encoded_count})");
+    assert!(
+        encoded_count > 1_000,
+        "the generator must produce valid lookups ({encoded_count})"
+    );
 }
 
 #[test]
 fn property_decoding_random_and_mutated_names_never_panics_and_is_canonical() {
     let mut rng = Rng(42);
-    let valid = name("team-a", secrets(&["regcred", "b"]), "localhost:5000", "app/web").encode().unwrap();
+    let valid = name(
+        "team-a",
+        secrets(&["regcred", "b"]),
+        "localhost:5000",
+        "app/web",
+    )
+    .encode()
+    .unwrap();
     for _ in 0..50_000 {
         let candidate = if rng.below(2) == 0 {
             let mut bytes = valid.clone().into_bytes();
