@@ -1,0 +1,421 @@
+//! The lookup broker's reference encoding: the contract between the policy, which rewrites a
+//! lookup to `BROKER_HOST/<encoded name>:<tag>` (or `@<digest>`), and the broker, which decodes
+//! the name back into the namespace, the credentials to use, the registry and the repository.
+//!
+//! The policy server's reference parser must accept every encoded reference, so the name is
+//! made of lowercase path components (`[a-z0-9]+` joined by `.`, `_`, `__` or `-`, separated
+//! by `/`), and the whole name, broker host included, is at most 255 characters. The encoding
+//! is canonical: [`BrokeredName::decode`] accepts exactly the strings
+//! [`BrokeredName::encode`] produces, so two different lookups never share an encoded name
+//! (and never share an entry of the policy server's cache). `docs/broker-encoding.md` is the
+//! specification; the layout is
+//!
+//! ```text
+//! r1/<namespace>/<credentials>/<registry>/<repository…>
+//! credentials: n                      no pull secrets: anonymous
+//!              s.<secret>[__<secret>…] these pull secrets, in this order
+//!              a.<serviceaccount>      the ServiceAccount's pull secrets
+//! registry:    d.<host>[_<port>]       a lowercase DNS name (with its port)
+//!              x.<hex>                 anything else (IPv6, uppercase), hex of its text
+//! ```
+//!
+//! Security rests on who writes the name: the policy fills in the namespace of the admission
+//! request, never anything from the image, and the broker decodes strictly. An image that
+//! merely *looks* encoded (`broker/r1/kube-system/…`) has the broker's host as its registry;
+//! the policy never sends a reference on the broker's host that it did not write itself
+//! ([`is_broker_host`]).
+
+use std::fmt;
+
+/// The first component of every encoded name: the version of this encoding.
+pub const VERSION: &str = "r1";
+/// The longest name (registry host included) distribution's reference parser accepts.
+pub const NAME_TOTAL_LENGTH_MAX: usize = 255;
+/// The longest tag a reference may have.
+pub const TAG_LENGTH_MAX: usize = 128;
+
+/// Whose credentials the broker looks the image up with, as the kubelet would pick them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Credentials {
+    /// These pull secrets of the namespace, in the pod's order (empty: anonymous).
+    PullSecrets(Vec<String>),
+    /// The pull secrets listed by this ServiceAccount of the namespace (a pod template that
+    /// names none of its own, before the ServiceAccount admission plugin fills them in).
+    ServiceAccount(String),
+}
+
+/// One brokered lookup's name: everything but the tag or digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokeredName {
+    /// The namespace of the admission request: whose secrets may be read.
+    pub namespace: String,
+    /// Which credentials to try.
+    pub credentials: Credentials,
+    /// The real registry, `host[:port]` as in the image (`docker.io`, `[::1]:5000`).
+    pub registry: String,
+    /// The repository path in that registry (`library/busybox`).
+    pub repository: String,
+}
+
+/// The tag or digest of a manifest request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ManifestReference {
+    /// A tag (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`).
+    Tag(String),
+    /// A digest (`algorithm:hex`).
+    Digest(String),
+}
+
+impl ManifestReference {
+    /// Parses the `<reference>` of `/v2/<name>/manifests/<reference>`: a tag or a digest, with
+    /// distribution's grammar, so that nothing else reaches an upstream URL.
+    pub fn parse(reference: &str) -> Result<Self, Refusal> {
+        if reference.contains(':') {
+            if is_digest(reference) {
+                Ok(ManifestReference::Digest(reference.to_owned()))
+            } else {
+                Err(Refusal::Digest)
+            }
+        } else if is_tag(reference) {
+            Ok(ManifestReference::Tag(reference.to_owned()))
+        } else {
+            Err(Refusal::Tag)
+        }
+    }
+
+    /// The text to put in a manifest URL.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ManifestReference::Tag(s) | ManifestReference::Digest(s) => s,
+        }
+    }
+}
+
+/// Why a lookup cannot be encoded, or a name is not an encoding. Texts never quote the input
+/// (a broker logs them for names any caller may send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The namespace is not a DNS-1123 label.
+    Namespace,
+    /// A pull secret or ServiceAccount name is not a DNS-1123 subdomain (no such object can
+    /// exist).
+    ObjectName,
+    /// The registry is not a `host[:port]` of a reference.
+    Registry,
+    /// The repository is not lowercase path components.
+    Repository,
+    /// The tag does not have a tag's grammar.
+    Tag,
+    /// The digest does not have a digest's grammar.
+    Digest,
+    /// The broker host is not a `host[:port]`.
+    BrokerHost,
+    /// The encoded name would be longer than 255 characters.
+    TooLong,
+    /// The name is not this encoding (wrong version, missing or malformed component, not
+    /// canonical).
+    NotEncoded,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Refusal::Namespace => "the namespace is not a DNS-1123 label",
+            Refusal::ObjectName => {
+                "a pull secret or ServiceAccount name is not a DNS-1123 subdomain"
+            }
+            Refusal::Registry => "the registry is not a host with an optional port",
+            Refusal::Repository => "the repository is not lowercase path components",
+            Refusal::Tag => "the tag is not a valid tag",
+            Refusal::Digest => "the digest is not a valid digest",
+            Refusal::BrokerHost => "the broker host is not a host with an optional port",
+            Refusal::TooLong => "the brokered name would be longer than 255 characters",
+            Refusal::NotEncoded => "the name is not a brokered lookup of encoding r1",
+        })
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl BrokeredName {
+    /// The encoded name (no broker host), or why this lookup cannot be encoded. The length
+    /// limit is checked by [`reference`], which knows the broker host.
+    pub fn encode(&self) -> Result<String, Refusal> {
+        if !is_dns_label(&self.namespace) {
+            return Err(Refusal::Namespace);
+        }
+        let credentials = match &self.credentials {
+            Credentials::PullSecrets(names) if names.is_empty() => "n".to_owned(),
+            Credentials::PullSecrets(names) => {
+                if !names.iter().all(|n| is_dns_subdomain(n)) {
+                    return Err(Refusal::ObjectName);
+                }
+                format!("s.{}", names.join("__"))
+            }
+            Credentials::ServiceAccount(name) => {
+                if !is_dns_subdomain(name) {
+                    return Err(Refusal::ObjectName);
+                }
+                format!("a.{name}")
+            }
+        };
+        let registry = encode_registry(&self.registry)?;
+        if !is_repository(&self.repository) {
+            return Err(Refusal::Repository);
+        }
+        Ok(format!(
+            "{VERSION}/{}/{credentials}/{registry}/{}",
+            self.namespace, self.repository
+        ))
+    }
+
+    /// Decodes a name the broker received (`/v2/<name>/manifests/…`), accepting exactly what
+    /// [`BrokeredName::encode`] produces.
+    pub fn decode(name: &str) -> Result<Self, Refusal> {
+        if name.len() > NAME_TOTAL_LENGTH_MAX {
+            return Err(Refusal::TooLong);
+        }
+        let mut parts = name.splitn(5, '/');
+        let (Some(version), Some(namespace), Some(credentials), Some(registry), Some(repository)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(Refusal::NotEncoded);
+        };
+        if version != VERSION {
+            return Err(Refusal::NotEncoded);
+        }
+        let credentials = if credentials == "n" {
+            Credentials::PullSecrets(Vec::new())
+        } else if let Some(list) = credentials.strip_prefix("s.") {
+            Credentials::PullSecrets(list.split("__").map(str::to_owned).collect())
+        } else if let Some(name) = credentials.strip_prefix("a.") {
+            Credentials::ServiceAccount(name.to_owned())
+        } else {
+            return Err(Refusal::NotEncoded);
+        };
+        let decoded = BrokeredName {
+            namespace: namespace.to_owned(),
+            credentials,
+            registry: decode_registry(registry)?,
+            repository: repository.to_owned(),
+        };
+        // Canonical: only what the encoder would write is accepted, so decoding is injective.
+        match decoded.encode() {
+            Ok(again) if again == name => Ok(decoded),
+            Ok(_) => Err(Refusal::NotEncoded),
+            Err(refusal) => Err(refusal),
+        }
+    }
+}
+
+/// The full reference the policy asks the policy server about: `broker_host/<name>` with the
+/// tag and/or digest of the original image. Refuses what would not parse or is too long.
+pub fn reference(
+    broker_host: &str,
+    name: &BrokeredName,
+    tag: Option<&str>,
+    digest: Option<&str>,
+) -> Result<String, Refusal> {
+    if plain_registry(broker_host).is_none() {
+        return Err(Refusal::BrokerHost);
+    }
+    let encoded = name.encode()?;
+    if broker_host.len() + 1 + encoded.len() > NAME_TOTAL_LENGTH_MAX {
+        return Err(Refusal::TooLong);
+    }
+    let mut reference = format!("{broker_host}/{encoded}");
+    if let Some(tag) = tag {
+        if !is_tag(tag) {
+            return Err(Refusal::Tag);
+        }
+        reference.push(':');
+        reference.push_str(tag);
+    }
+    if let Some(digest) = digest {
+        if !is_digest(digest) {
+            return Err(Refusal::Digest);
+        }
+        reference.push('@');
+        reference.push_str(digest);
+    }
+    if tag.is_none() && digest.is_none() {
+        return Err(Refusal::Tag);
+    }
+    Ok(reference)
+}
+
+/// True when `host` can be the broker's host in an encoded reference: a lowercase DNS name
+/// or IPv4 address with an optional port.
+pub fn is_valid_broker_host(host: &str) -> bool {
+    plain_registry(host).is_some()
+}
+
+/// True when `registry` names the broker (`broker_host`), compared as hosts are: without
+/// regard to ASCII case or a trailing dot of the host. The policy never looks such an image up
+/// itself (the policy server would send the broker's caller credential along with a name a Pod
+/// author wrote), and the broker never forwards a lookup to itself.
+pub fn is_broker_host(registry: &str, broker_host: &str) -> bool {
+    fn normalise(s: &str) -> String {
+        let (host, port) = match s.rsplit_once(':') {
+            Some((h, p))
+                if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                (h, Some(p))
+            }
+            _ => (s, None),
+        };
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        }
+    }
+    normalise(registry) == normalise(broker_host)
+}
+
+fn encode_registry(registry: &str) -> Result<String, Refusal> {
+    if let Some(plain) = plain_registry(registry) {
+        return Ok(plain);
+    }
+    if registry.is_empty()
+        || registry.len() > NAME_TOTAL_LENGTH_MAX
+        || !registry
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]%".contains(&b))
+    {
+        return Err(Refusal::Registry);
+    }
+    let mut out = String::with_capacity(2 + registry.len() * 2);
+    out.push_str("x.");
+    for byte in registry.bytes() {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    Ok(out)
+}
+
+/// `d.<host>[_<port>]` for a lowercase DNS name with an optional port, else `None`.
+fn plain_registry(registry: &str) -> Option<String> {
+    let (host, port) = match registry.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (registry, None),
+    };
+    let port_ok =
+        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    if !port_ok || host.is_empty() || !host.split('.').all(is_lower_label) {
+        return None;
+    }
+    Some(match port {
+        Some(port) => format!("d.{host}_{port}"),
+        None => format!("d.{host}"),
+    })
+}
+
+fn decode_registry(component: &str) -> Result<String, Refusal> {
+    if let Some(plain) = component.strip_prefix("d.") {
+        Ok(match plain.rsplit_once('_') {
+            Some((host, port)) => format!("{host}:{port}"),
+            None => plain.to_owned(),
+        })
+    } else if let Some(hex) = component.strip_prefix("x.") {
+        if hex.len() % 2 != 0 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(Refusal::NotEncoded);
+        }
+        let bytes: Option<Vec<u8>> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+            .collect();
+        bytes
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or(Refusal::NotEncoded)
+    } else {
+        Err(Refusal::NotEncoded)
+    }
+}
+
+/// A DNS label of lowercase letters, digits and inner hyphens (a hostname label here).
+fn is_lower_label(label: &str) -> bool {
+    let bytes = label.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+/// Kubernetes' DNS-1123 label: what a namespace name is.
+pub fn is_dns_label(s: &str) -> bool {
+    is_lower_label(s)
+}
+
+/// Kubernetes' DNS-1123 subdomain: what Secret and ServiceAccount names are.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_lower_label)
+}
+
+/// distribution's path component: `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`.
+fn is_path_component(component: &str) -> bool {
+    let bytes = component.as_bytes();
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < bytes.len() && alnum(bytes[i]) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+        if i == bytes.len() {
+            return true;
+        }
+        let separator = i;
+        while i < bytes.len() && !alnum(bytes[i]) {
+            i += 1;
+        }
+        let ok = match &bytes[separator..i] {
+            b"." | b"_" | b"__" => true,
+            s => s.iter().all(|b| *b == b'-'),
+        };
+        if !ok {
+            return false;
+        }
+    }
+}
+
+fn is_repository(repository: &str) -> bool {
+    !repository.is_empty() && repository.split('/').all(is_path_component)
+}
+
+fn is_tag(tag: &str) -> bool {
+    let bytes = tag.as_bytes();
+    let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    !bytes.is_empty()
+        && bytes.len() <= TAG_LENGTH_MAX
+        && word(&bytes[0])
+        && bytes[1..]
+            .iter()
+            .all(|b| word(b) || *b == b'.' || *b == b'-')
+}
+
+fn is_digest(digest: &str) -> bool {
+    let Some((algorithm, hex)) = digest.split_once(':') else {
+        return false;
+    };
+    let alg_ok = !algorithm.is_empty()
+        && algorithm.split(['+', '.', '_', '-']).all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphabetic()
+                && b.iter().all(|c| c.is_ascii_alphanumeric())
+        });
+    alg_ok && hex.len() >= 32 && hex.len() <= 256 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests;
