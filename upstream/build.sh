@@ -7,7 +7,7 @@
 #
 #   -s SERIES  a directory of upstream/ holding `git format-patch` files (oci-lookups,
 #              kubewarden, ...), applied in the order given. Default: the series listed in
-#              SERIES (below).
+#              SERIES (below): oci-lookups, then kubewarden, which is built on it.
 #              `-s none` builds the base commit as it is (the stock build).
 #   -b BINARY  kwctl or policy-server; default both.
 #   SRC        a git checkout of kubewarden/kubewarden-controller. The series are applied on
@@ -23,7 +23,7 @@
 #
 # Environment:
 #   BASE                  base commit (default 3460bb719b3816ddf5eb958665282c9b9ce8ee29)
-#   SERIES                default series, space-separated (default "oci-lookups")
+#   SERIES                default series, space-separated (default "oci-lookups kubewarden")
 #   CARGO_TARGET_DIR      cargo's target directory (default SRC/target)
 #   DOCKER_CREDENTIAL_SRC a checkout of the git dependency `docker_credential` at commit
 #                         b3b60f5c8df32a439badc76d8610a88878c56597 (flavio/docker_credential,
@@ -57,7 +57,7 @@ done
 shift $((OPTIND - 1))
 SRC=${1:?$usage}
 OUT_DIR=${2:-/work/build/out}
-[[ ${#series[@]} -gt 0 ]] || read -r -a series <<<"${SERIES:-oci-lookups}"
+[[ ${#series[@]} -gt 0 ]] || read -r -a series <<<"${SERIES:-oci-lookups kubewarden}"
 [[ ${#binaries[@]} -gt 0 ]] || binaries=(kwctl policy-server)
 if [[ ${#series[@]} -eq 1 && ${series[0]} == none ]]; then
   series=()

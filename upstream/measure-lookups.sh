@@ -20,7 +20,8 @@
 # (upstream/build.sh). Environment: POLICY_WASM (default the repository's release build, else
 # /work/main's), M=2, WORKERS=M+2, C=2 healthy clients, H=40 healthy requests per phase, K=5
 # cold lookups, DELAY_MS=50, EVAL_TIMEOUT=2, WINDOW=20 (s, longest healthy phase next to the
-# silent registry), CLIENT_TIMEOUT=15 (s), KEEP_WORK=1 keeps the scratch directory.
+# silent registry), CLIENT_TIMEOUT=15 (s), KWCTL (annotates the policy; default
+# /work/shared/tools/kwctl), KEEP_WORK=1 keeps the scratch directory.
 # Needs docker-registry, skopeo, jq, curl, python3.
 set -euo pipefail
 
@@ -42,8 +43,9 @@ export POLICY_WASM
 for tool in docker-registry skopeo jq curl python3; do
   command -v "$tool" >/dev/null || { echo "measure-lookups.sh: $tool is missing" >&2; exit 2; }
 done
-for bin in "$STOCK" "$PATCHED"; do
-  [[ -x "$bin" ]] || { echo "measure-lookups.sh: no policy-server at $bin" >&2; exit 2; }
+KWCTL=${KWCTL:-/work/shared/tools/kwctl}
+for bin in "$STOCK" "$PATCHED" "$KWCTL"; do
+  [[ -x "$bin" ]] || { echo "measure-lookups.sh: no $bin" >&2; exit 2; }
 done
 [[ -f "$POLICY_WASM" ]] || { echo "measure-lookups.sh: no policy at $POLICY_WASM (make policy.wasm)" >&2; exit 2; }
 
@@ -81,7 +83,10 @@ REG_DELAYED=127.0.0.1:$(cat "$E2E_WORK/proxy.port")
 SOURCES=$(write_sources_yaml measure --insecure "$REG_ANON" --insecure "$REG_SILENT" --insecure "$REG_DELAYED")
 echo "registries: healthy $REG_ANON, silent $REG_SILENT, healthy behind a $DELAY_MS ms proxy $REG_DELAYED"
 
-jq -n --arg wasm "$POLICY_WASM" '{images: {
+# policy-server needs the metadata in the module (kwctl annotate)
+HOME="$E2E_WORK/kwctl-home" "$KWCTL" annotate -m "$repo/policy-metadata.yml" -u "$repo/README.md" \
+  -o "$E2E_WORK/annotated-policy.wasm" "$POLICY_WASM" 2>"$E2E_WORK/annotate.log"
+jq -n --arg wasm "$E2E_WORK/annotated-policy.wasm" '{images: {
   module: ("file://" + $wasm),
   settings: {pullSecrets: {consult: false}},
   hostCapabilities: ["oci/v1/manifest_digest", "oci/v1/oci_manifest", "oci/v1/oci_manifest_config"]
