@@ -38,7 +38,8 @@ skip_on_kwctl() {
 }
 
 # kwctl_is_patched: true when $KWCTL is built with this project's upstream series
-# (upstream/kubewarden: oci/v1/resolve_images and a time-out on OCI lookups), which it shows as
+# (upstream/oci-lookups, then upstream/kubewarden: a time-out on host lookups and
+# oci/v1/resolve_images; upstream/build.sh builds both), which it shows as
 # `kwctl run --oci-lookup-timeout`.
 kwctl_is_patched() {
   if [[ -z "${_KWCTL_PATCHED:-}" ]]; then
