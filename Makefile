@@ -138,7 +138,7 @@ clean:
 	cargo clean --manifest-path e2e-tests/host/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
 
-# Fuzzing (fuzz/, README.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
+# Fuzzing (fuzz/, CONTRIBUTING.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
 # stable toolchain and runs each for FUZZ_SECONDS; a crash fails the run and is saved in
 # fuzz/artifacts/<target>/.
 # Each fuzz target for 30 s from the seeded corpus: part of `make check`.
@@ -153,7 +153,7 @@ fuzz: FUZZ_SECONDS ?= 600
 fuzz:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Benchmarks (README.md "Performance"): guest cost against an accept-all and a probe policy
+# Benchmarks (docs/performance.md): guest cost against an accept-all and a probe policy
 # (benches/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm

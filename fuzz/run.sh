@@ -32,7 +32,7 @@ for target in "${targets[@]}"; do
     grep -E '^#[0-9]+[[:space:]]+DONE' "$log" >&2 || true
   else
     grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)|NEW_FUNC|Uses: ' "$log" | tail -n 40 >&2
-    echo "fuzz $target FAILED: the input is in fuzz/artifacts/$target/; see README.md, Fuzzing" >&2
+    echo "fuzz $target FAILED: the input is in fuzz/artifacts/$target/; see CONTRIBUTING.md, Fuzzing" >&2
     exit 1
   fi
 done

@@ -252,7 +252,7 @@ mod tests {
             kind(&[], &["spec.template"]).unwrap_err().field(),
             ".podSpecs[0]"
         );
-        // match() and search() need the regex engine this build leaves out (README, Choices).
+        // match() and search() need the regex engine this build leaves out (CONTRIBUTING.md, Choices).
         let regex = kind(
             &["$.spec.templates[?match(@.name, 'b.*')].container.image"],
             &[],

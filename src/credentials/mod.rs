@@ -43,7 +43,7 @@ mod tests {
     use serde_json::json;
 
     // Edge cases of every parser at once, each string as a key, an image, a glob, a document
-    // and an `auth`; minimised fuzz crashes go here too (README.md, Fuzzing).
+    // and an `auth`; minimised fuzz crashes go here too (CONTRIBUTING.md, Fuzzing).
     #[test]
     fn no_input_panics() {
         let strings = [
