@@ -40,6 +40,10 @@ policies_json() {
         policyMode: "protect", expression: "images() || trusted()",
         message: "the images must exist or come from a trusted registry",
         policies: {images: $images, trusted: $trusted}},
+      "clusterwide-group-monitor": {
+        policyMode: "monitor", expression: "trusted() && images()",
+        message: "images must come from a trusted registry and exist there",
+        policies: {images: $images, trusted: $trusted}},
       "clusterwide-group-pinned": {
         policyMode: "protect", expression: "images() && pinned()",
         message: "the images must exist and be pinned",
@@ -366,4 +370,14 @@ setup() {
     "init-schema=$REG_ANON/platform/migrate@$(digest_of "$REG_ANON/platform/migrate:2.1.0")" sidecar.pull=Never)
   run -0 ps_validate clusterwide-group-pinned "$req"
   assert_allowed
+}
+
+@test "group in policyMode monitor: a rejection is admitted, without message; the server logs the verdict" {
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.7")
+  run -0 ps_validate clusterwide-group-monitor "$req"
+  assert_allowed
+  assert_no_message
+  assert_no_warnings
+  run -0 grep -F 'policy evaluation (monitor mode)' "$PS_LOG"
+  [[ "$output" == *clusterwide-group-monitor* ]] || _fail_with "no monitor-mode log line for the group: $output"
 }
