@@ -132,8 +132,8 @@ fn a_volume_is_pulled_by_its_own_pull_policy_defaulted_as_a_containers() {
             let warnings = warnings(&response);
             assert!(
                 warnings.iter().any(|w| w.starts_with(&format!(
-                    "volume \"model\" image \"{MISSING}\": cached on 1 node(s) (n1)"
-                ))),
+                    "volume \"model\" image \"{MISSING}\": not found (cached on nodes)"
+                )) && w.contains("cached on 1 node(s) (n1)")),
                 "IfNotPresent: a node holding it starts the pod: {warnings:?}"
             );
         } else {
