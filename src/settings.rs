@@ -112,6 +112,10 @@ pub enum OwnedObjects {
     Check,
 }
 
+/// Why `ownedPods`, the former name of `ownedObjects`, is refused next to it.
+const OWNED_PODS_CONFLICT: &str =
+    "the former name of ownedObjects, set to another value: set ownedObjects only";
+
 /// Registries that answer 404 instead of 401/403 to callers that may not see a repository
 /// (Artifactory's "hide existence of unauthorized resources"; JFrog's SaaS runs it).
 pub const DEFAULT_NOT_FOUND_MAY_MEAN_DENIED: [&str; 1] = ["*.jfrog.io"];
@@ -295,12 +299,9 @@ impl Settings {
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
         let owned_objects = match (raw.owned_objects, raw.owned_pods) {
             (Some(new), Some(old)) if new != old => {
-                return Err(SettingsError::new(
-                    "ownedPods",
-                    "the former name of ownedObjects, set to another value: set ownedObjects only",
-                ))
+                return Err(SettingsError::new("ownedPods", OWNED_PODS_CONFLICT));
             }
-            (owned_objects, owned_pods) => owned_objects.or(owned_pods).unwrap_or_default(),
+            (new, old) => new.or(old).unwrap_or_default(),
         };
         Ok(Settings {
             actions: raw.actions,
