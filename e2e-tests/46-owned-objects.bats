@@ -116,9 +116,11 @@ assert_admitted_unasked() {
   assert_message_contains "Job team-a/web: 1 image will not pull" "$REG_ANON/team/app:gone" "not found on registry $REG_ANON"
 }
 
-@test "ownedObjects and ownedPods set to different values are refused, naming the former name" {
-  req=$(local_request pod-create.json)
-  run -1 --separate-stderr policy_run "$req" --settings-json '{"ownedObjects": "skip", "ownedPods": "check"}'
-  [[ "$stderr" == *"Provided settings are not valid"* ]] || _fail_with "not refused as settings"
-  [[ "$stderr" == *"ownedPods: the former name of ownedObjects, set to another value: set ownedObjects only"* ]] || _fail_with "the field is not named"
+@test "ownedObjects: skip (the UI's default) next to an older ownedPods: check: check wins, the ReplicaSet is looked up" {
+  req=$(gone_request replicaset-create.json)
+  owned_by "$req" apps/v1 Deployment
+  settings=$(write_settings owned-both "{$BUDGET, \"ownedObjects\": \"skip\", \"ownedPods\": \"check\"}")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_rejected
+  assert_message_contains "ReplicaSet team-a/web: 1 image will not pull" "$REG_ANON/team/app:gone" "not found on registry $REG_ANON"
 }
