@@ -7,9 +7,9 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::credential_attempts;
 use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
-use crate::credential_attempts;
 use crate::host::{Host, HostError, ImageLookup, ResolveImagesRequest};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::Location;
@@ -326,17 +326,19 @@ fn look_up_with_credentials(
     }
     Ok(refused
         .into_iter()
-        .chain(keys.into_iter().zip(response.results).zip(sources).map(|((key, answer), sources)| {
-            let result = if answer.image() == key.reference {
-                credential_attempts::result_of(answer, &sources)
-            } else {
-                Err(Failure::new(
-                    FailureKind::Unreachable,
-                    format!("the host answered for {} instead", answer.image()),
-                ))
-            };
-            (key, result)
-        }))
+        .chain(keys.into_iter().zip(response.results).zip(sources).map(
+            |((key, answer), sources)| {
+                let result = if answer.image() == key.reference {
+                    credential_attempts::result_of(answer, &sources)
+                } else {
+                    Err(Failure::new(
+                        FailureKind::Unreachable,
+                        format!("the host answered for {} instead", answer.image()),
+                    ))
+                };
+                (key, result)
+            },
+        ))
         .collect())
 }
 

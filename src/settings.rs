@@ -293,14 +293,12 @@ impl Settings {
             })
             .collect::<Result<_, _>>()?;
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
+        // Both names at once: the Kubewarden UI writes ownedObjects' default next to an older
+        // ownedPods when it edits a policy, so a default cannot be told from a choice; checking
+        // more is the choice that never hides a failure.
         let owned_objects = match (raw.owned_objects, raw.owned_pods) {
-            (Some(new), Some(old)) if new != old => {
-                return Err(SettingsError::new(
-                    "ownedPods",
-                    "the former name of ownedObjects, set to another value: set ownedObjects only",
-                ))
-            }
-            (owned_objects, owned_pods) => owned_objects.or(owned_pods).unwrap_or_default(),
+            (Some(OwnedObjects::Check), _) | (_, Some(OwnedObjects::Check)) => OwnedObjects::Check,
+            (new, old) => new.or(old).unwrap_or_default(),
         };
         Ok(Settings {
             actions: raw.actions,
@@ -588,13 +586,13 @@ mod tests {
         assert_eq!(read(json!({"ownedObjects": "check"})), OwnedObjects::Check);
         assert_eq!(read(json!({"ownedPods": "check"})), OwnedObjects::Check);
         assert_eq!(read(json!({"ownedPods": "skip"})), OwnedObjects::Skip);
-        let both = error(json!({"ownedObjects": "skip", "ownedPods": "check"}));
-        assert_eq!(
-            both,
-            "invalid settings: ownedPods: the former name of ownedObjects, set to another value: set ownedObjects only"
-        );
-        let agreeing = json!({"ownedObjects": "check", "ownedPods": "check"});
-        assert_eq!(read(agreeing), OwnedObjects::Check);
+        // The UI writes ownedObjects' default next to an older ownedPods: check wins.
+        for (new, old) in [("skip", "check"), ("check", "skip"), ("check", "check")] {
+            let both = json!({"ownedObjects": new, "ownedPods": old});
+            assert_eq!(read(both), OwnedObjects::Check, "{new} {old}");
+        }
+        let skip = json!({"ownedObjects": "skip", "ownedPods": "skip"});
+        assert_eq!(read(skip), OwnedObjects::Skip);
         let bad = error(json!({"ownedObjects": "ignore"}));
         assert!(
             bad.contains("ownedObjects") && bad.contains("`skip` or `check`"),
