@@ -29,6 +29,7 @@
 //! - **host error**: a failed host call, classified once from its text ([`host::HostError`]).
 
 pub mod admission;
+pub mod broker;
 pub mod credentials;
 pub mod custom_kinds;
 pub mod evaluate;

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::broker::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
@@ -135,6 +136,7 @@ struct RawSettings {
     lookup_registries: Vec<String>,
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
+    lookup_broker: Option<BrokerSettings>,
 }
 
 impl Default for RawSettings {
@@ -155,6 +157,7 @@ impl Default for RawSettings {
             not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .map(str::to_owned)
                 .to_vec(),
+            lookup_broker: None,
         }
     }
 }
@@ -182,6 +185,8 @@ pub struct Settings {
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
     pub not_found_may_mean_denied: Vec<glob::Pattern>,
+    /// The lookup broker, when lookups with pods' pull secrets go through one.
+    pub lookup_broker: Option<BrokerSettings>,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -202,6 +207,7 @@ impl Default for Settings {
                 .iter()
                 .filter_map(|pattern| glob::Pattern::new(pattern).ok())
                 .collect(),
+            lookup_broker: None,
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -279,7 +285,11 @@ impl Settings {
                     .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
             })
             .collect::<Result<_, _>>()?;
+        if let Some(problem) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem) {
+            return Err(SettingsError::new("lookupBroker.host", problem));
+        }
         Ok(Settings {
+            lookup_broker: raw.lookup_broker,
             actions: raw.actions,
             owned_pods: raw.owned_pods,
             lookup_scope,
