@@ -320,7 +320,11 @@ impl Broker {
             Outcome::Unauthorized => Answer::error(
                 403,
                 "DENIED",
-                &format!("{registry} refused every credential the pod's pull secrets give it ({})", describe(&name.credentials)),
+                // oci-client shows only the message: it starts with the word clients classify by
+                &format!(
+                    "denied: {registry} refused every credential the pod's pull secrets give it ({})",
+                    describe(&name.credentials)
+                ),
             ),
             Outcome::Unreachable { reason } => {
                 let message = format!("{registry} gave no definitive answer: {reason}");

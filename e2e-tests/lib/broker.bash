@@ -105,7 +105,7 @@ broker_policies() {
   local json='{}'
   while (($#)); do
     json=$(jq -c --arg id "$1" --arg m "file://$wasm" --argjson s "$2" \
-      '. + {($id): {module: $m, settings: $s, allowedToMutate: false, timeoutEvalSeconds: 5,
+      '. + {($id): {module: $m, settings: $s, allowedToMutate: false, timeoutEvalSeconds: 5, hostCapabilities: ["*"],
         contextAwareResources: [{apiVersion: "v1", kind: "Secret"}, {apiVersion: "v1", kind: "ServiceAccount"}]}}' <<<"$json")
     shift 2
   done
