@@ -90,7 +90,7 @@ no_broker_in_messages() {
   output=$(broker_validate ps brokered "$req")
   assert_allowed
   assert_warning_count 0
-  broker_lookups_of team-a | jq -e --arg r "$REG_AUTH" 'select(.registry == $r and .outcome == "found" and .servedBy == 0)' >/dev/null ||
+  broker_lookups_of team-a | jq -se --arg r "$REG_AUTH" 'any(.[]; .registry == $r and .outcome == "found" and .servedBy == 0)' >/dev/null ||
     _fail_with "the broker did not find it: $(cat "$BROKER_LOG")"
   # without the broker, the stock server's own credentials cannot see it
   output=$(broker_validate ps direct "$req")
@@ -113,7 +113,7 @@ no_broker_in_messages() {
   assert_warning_count 1
   assert_warning_contains "app" "$REG_AUTH" "refused"
   no_broker_in_messages
-  broker_lookups_of team-b | jq -e 'select(.outcome == "unauthorized")' >/dev/null || _fail_with "no unauthorized lookup"
+  broker_lookups_of team-b | jq -se 'any(.[]; .outcome == "unauthorized")' >/dev/null || _fail_with "no unauthorized lookup"
 }
 
 @test "broker: two pull secrets where only the second sees the image: found, in the kubelet's order" {
@@ -133,7 +133,7 @@ no_broker_in_messages() {
   output=$(broker_validate ps brokered "$req")
   assert_allowed
   assert_warning_count 0
-  broker_lookups_of team-a | jq -e 'select(.credentials | contains("ServiceAccount builder"))' >/dev/null ||
+  broker_lookups_of team-a | jq -se 'any(.[]; .credentials | contains("ServiceAccount builder"))' >/dev/null ||
     _fail_with "no lookup with the ServiceAccount's secrets"
 }
 
@@ -156,30 +156,34 @@ no_broker_in_messages() {
 }
 
 @test "broker: a silent registry costs the policy's warning within its budget; healthy lookups keep their latency" {
-  local healthy silent start took i base=() during=()
+  local healthy other silent start took
   healthy=$(pod team-a "$REG_PUR/team/app:v1" pur-alice)
+  other=$(pod team-a "$REG_AUTH/private/app:v1" regcred)
   silent=$(pod team-b "$REG_SILENT/slow/app:v1" slow)
-  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-  for i in $(seq 15); do
-    start=$(date +%s%N); broker_validate ps brokered "$healthy" >/dev/null; base+=($((($(date +%s%N) - start) / 1000000)))
-  done
   start=$(date +%s%N)
   output=$(broker_validate ps brokered "$silent")
   took=$((($(date +%s%N) - start) / 1000000))
   assert_allowed
   assert_warning_contains "app" "registry unreachable" "$REG_SILENT"
   ((took < 3000)) || _fail_with "the silent registry took $took ms, over timeBudgetMs"
-  # the silent registry keeps being asked while the healthy lookups run
-  local stop="$BATS_TEST_TMPDIR/stop"
-  (while [[ ! -e "$stop" ]]; do broker_validate ps brokered "$silent" >/dev/null; sleep 0.1; done) 3>&- &
-  local loop=$!
-  for i in $(seq 15); do
-    start=$(date +%s%N); broker_validate ps brokered "$healthy" >/dev/null; during+=($((($(date +%s%N) - start) / 1000000)))
-  done
-  touch "$stop"; wait "$loop" || true
+  # p50 of 15 healthy lookups while BACKGROUND is asked every 100 ms: the same load with a
+  # healthy background request, then with the silent registry's
+  healthy_p50() {
+    local background=$1 stop="$BATS_TEST_TMPDIR/stop-$2" i start
+    local -a times=()
+    (while [[ ! -e "$stop" ]]; do broker_validate ps brokered "$background" >/dev/null; sleep 0.1; done) 3>&- &
+    local loop=$!
+    for i in $(seq 15); do
+      start=$(date +%s%N); broker_validate ps brokered "$healthy" >/dev/null
+      times+=($((($(date +%s%N) - start) / 1000000)))
+    done
+    touch "$stop"; wait "$loop" || true
+    printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+  }
   local p50_base p50_during
-  p50_base=$(median "${base[@]}") p50_during=$(median "${during[@]}")
-  echo "p50 without the silent registry: $p50_base ms; with it: $p50_during ms" >&3
+  p50_base=$(healthy_p50 "$other" base)
+  p50_during=$(healthy_p50 "$silent" during)
+  echo "healthy p50 with a healthy registry asked alongside: $p50_base ms; with the silent one: $p50_during ms" >&3
   # 1.5x, with 20 ms of slack for a shared machine's noise at these small figures
   ((p50_during * 2 <= p50_base * 3 || p50_during <= p50_base + 20)) ||
     _fail_with "healthy p50 $p50_during ms during the silent registry vs $p50_base ms without"
@@ -203,10 +207,10 @@ no_broker_in_messages() {
         _fail_with "$image was accepted without a warning through policy $policy"
     done
   done
-  ! jq -e 'select(.msg == "lookup" and .namespace == "kube-system")' "$BROKER_LOG" >/dev/null ||
+  ! jq -se 'any(.[]; .msg == "lookup" and .namespace == "kube-system")' "$BROKER_LOG" >/dev/null ||
     _fail_with "the broker looked something up in kube-system: $(grep kube-system "$BROKER_LOG")"
   # the lookups that reached the broker were refused: its own host is never a destination
-  jq -e 'select(.msg == "lookup" and .outcome == "refusedDestination")' "$BROKER_LOG" >/dev/null ||
+  jq -se 'any(.[]; .msg == "lookup" and .outcome == "refusedDestination")' "$BROKER_LOG" >/dev/null ||
     _fail_with "no lookup of the broker's own host was refused"
 }
 
