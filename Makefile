@@ -179,7 +179,7 @@ fuzz:
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
 PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm
 .PHONY: bench
-bench: policy.wasm $(HOST)
+bench: policy.wasm $(HOST) annotated-policy.wasm $(BROKER)
 	cargo build --manifest-path benches/accept-all/Cargo.toml --target wasm32-wasip1 --release --target-dir target
 	cargo build --manifest-path benches/probe/Cargo.toml --target wasm32-wasip1 --release --target-dir target
 	mkdir -p target/bench

@@ -219,3 +219,6 @@ for n in 1 5 20; do
   w=$(median <"$OUT/batch-resolve-all-$n.txt")
   echo "| $n | $s | $b | $(ratio "$s" "$b") | $w | $(ratio "$s" "$w") |"
 done
+
+# --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server) ------------
+bash "$ROOT/bench/broker.sh"

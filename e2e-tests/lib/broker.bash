@@ -55,7 +55,7 @@ broker_start() {
       --own-host "127.0.0.1:$port" --own-host "localhost:$port" --allow-destination 127.0.0.0/8 "${extra[@]}" \
       >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
     echo $! >"$dir/pid"
-    if wait_until 10 grep -q '"msg":"listening"' "$dir/broker.log"; then
+    if wait_until 10 grep -qs '"msg":"listening"' "$dir/broker.log"; then
       BROKER_ADDR="127.0.0.1:$port"
       BROKER_LOG="$dir/broker.log"
       BROKER_METRICS=$(jq -r 'select(.msg == "listening") | .metricsAddress' "$dir/broker.log")
