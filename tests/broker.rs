@@ -197,8 +197,13 @@ fn images_naming_the_broker_are_never_looked_up() {
 
 #[test]
 fn the_broker_host_must_be_a_plain_host() {
+    // An empty host is what the Kubewarden UI writes for an unset field: it is dropped
+    // (`ui_form`), so the settings lack the host.
+    assert_settings_refused_naming(
+        json!({"lookupBroker": {"host": ""}}),
+        "lookupBroker: missing field `host`",
+    );
     for host in [
-        "",
         "Broker.example",
         "broker.example/path",
         "[::1]:8443",
