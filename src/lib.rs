@@ -31,6 +31,7 @@
 
 pub mod admission;
 pub mod credential_attempts;
+pub mod broker;
 pub mod credentials;
 pub mod custom_kinds;
 pub mod evaluate;

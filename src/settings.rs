@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::broker::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
@@ -141,6 +142,7 @@ struct RawSettings {
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
     short_names: ShortNameRules,
+    lookup_broker: Option<BrokerSettings>,
 }
 
 impl Default for RawSettings {
@@ -163,6 +165,7 @@ impl Default for RawSettings {
                 .map(str::to_owned)
                 .to_vec(),
             short_names: ShortNameRules::default(),
+            lookup_broker: None,
         }
     }
 }
@@ -192,6 +195,8 @@ pub struct Settings {
     pub not_found_may_mean_denied: Vec<glob::Pattern>,
     /// What the nodes' runtime pulls for an image written without a registry.
     pub short_names: ShortNames,
+    /// The lookup broker, when lookups with pods' pull secrets go through one.
+    pub lookup_broker: Option<BrokerSettings>,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -213,6 +218,7 @@ impl Default for Settings {
                 .filter_map(|pattern| glob::Pattern::new(pattern).ok())
                 .collect(),
             short_names: ShortNames::default(),
+            lookup_broker: None,
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -300,7 +306,11 @@ impl Settings {
             (Some(OwnedObjects::Check), _) | (_, Some(OwnedObjects::Check)) => OwnedObjects::Check,
             (new, old) => new.or(old).unwrap_or_default(),
         };
+        if let Some(problem) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem) {
+            return Err(SettingsError::new("lookupBroker.host", problem));
+        }
         Ok(Settings {
+            lookup_broker: raw.lookup_broker,
             actions: raw.actions,
             owned_objects,
             short_names,
