@@ -7,9 +7,9 @@
 //! against the attempts it reports, never making it more certain, and words the failure so that
 //! it names which pull secret saw a 404 and which was refused: secrets by name, never content.
 
+use crate::failure::LookupResult;
 use crate::failure::{Failure, FailureKind};
 use crate::host::{summarise, Attempt, AttemptOutcome, LookupAnswer};
-use crate::lookup::LookupResult;
 
 /// The result of a credentialed lookup whose credentials came from `sources` (each one's pull
 /// secret, `namespace/name`, in the order they were sent; empty for an anonymous lookup).
@@ -37,7 +37,9 @@ pub fn result_of(answer: LookupAnswer, sources: &[Option<String>]) -> LookupResu
 /// What the attempts add up to under the kubelet's rule, for `credentials` credentials.
 fn kind_of(attempts: &[Attempt], credentials: usize) -> FailureKind {
     let any = |outcome| attempts.iter().any(|a| a.outcome == outcome);
-    if attempts.len() < credentials || any(AttemptOutcome::Unreachable) || any(AttemptOutcome::Found)
+    if attempts.len() < credentials
+        || any(AttemptOutcome::Unreachable)
+        || any(AttemptOutcome::Found)
     {
         // A credential not tried, without a definitive answer, or (against the contract) one
         // that read the image: the node might still pull it.
@@ -128,8 +130,8 @@ mod tests {
             attempt(AttemptOutcome::Unauthorized, "authentication required"),
             attempt(AttemptOutcome::NotFound, "manifest unknown"),
         ]);
-        let failure = result_of(answer, &sources(&["team-a/first", "team-a/second"]))
-            .expect_err("a failure");
+        let failure =
+            result_of(answer, &sources(&["team-a/first", "team-a/second"])).expect_err("a failure");
         assert_eq!(failure.kind, FailureKind::Absent);
         assert_eq!(
             failure.detail,
@@ -156,7 +158,9 @@ mod tests {
             result_of(stopped, &sources(&["team-a/a", "team-a/b"])).expect_err("a failure");
         assert_eq!(failure.kind, FailureKind::Unreachable);
         assert!(
-            failure.detail.contains("pull secret \"team-a/b\" not tried in time"),
+            failure
+                .detail
+                .contains("pull secret \"team-a/b\" not tried in time"),
             "{}",
             failure.detail
         );
@@ -167,7 +171,11 @@ mod tests {
         ]);
         let failure = result_of(mixed, &sources(&["team-a/a", "team-a/b"])).expect_err("failure");
         assert_eq!(failure.kind, FailureKind::Unreachable);
-        assert!(failure.detail.ends_with("might succeed"), "{}", failure.detail);
+        assert!(
+            failure.detail.ends_with("might succeed"),
+            "{}",
+            failure.detail
+        );
         // every attempt refused: unauthorized, not absent
         let refused = not_found(vec![
             attempt(AttemptOutcome::Unauthorized, "401"),

@@ -9,9 +9,10 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
+use crate::budget::Budget;
 use crate::host::Host;
 use crate::judge::{judge, Judgement};
-use crate::lookup::{Budget, Lookups};
+use crate::lookup::Lookups;
 use crate::plan::{plan, Plan, Planned};
 use crate::report::{decide, Decision};
 use crate::settings::{Settings, SettingsError};

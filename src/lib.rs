@@ -28,12 +28,16 @@
 //! - **decision**: the answer to the admission request ([`report::Decision`]).
 //! - **host error**: a failed host call, classified once from its text ([`host::HostError`]).
 
+pub mod action;
 pub mod admission;
+pub mod budget;
 pub mod credential_attempts;
 pub mod credentials;
 pub mod custom_kinds;
 pub mod evaluate;
 pub mod failure;
+pub mod field_error;
+pub mod finding;
 pub mod host;
 pub mod judge;
 pub mod lookup;
@@ -42,6 +46,7 @@ pub mod mirrors;
 pub mod node_images;
 pub mod object;
 pub mod plan;
+pub mod platform;
 pub mod platforms;
 pub mod pull_secrets;
 pub mod reference;

@@ -144,11 +144,11 @@ pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecret
             SECRET_FIELDS,
         )) {
             Ok(secret) => match parse_pull_secret(&object, &secret) {
-                Ok(entries) => entries
-                    .into_iter()
-                    .for_each(|(key, credential)| {
-                        result.keyring.add(&key, credential.with_source(object.as_str()))
-                    }),
+                Ok(entries) => entries.into_iter().for_each(|(key, credential)| {
+                    result
+                        .keyring
+                        .add(&key, credential.with_source(object.as_str()))
+                }),
                 Err(error) if error.is_wrong_type() => result.findings.push(finding(
                     FailureKind::WrongPullSecretType,
                     format!("{error}; the kubelet ignores it"),

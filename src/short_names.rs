@@ -20,8 +20,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::field_error::FieldError;
 use crate::reference::ImageReference;
-use crate::settings::FieldError;
 
 /// How the nodes' runtime resolves short names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -100,14 +100,15 @@ impl ShortNames {
         }
         for (name, target) in &rules.aliases {
             let at = format!(".aliases[{name:?}]");
-            if !is_short(name) || has_tag_or_digest(name) || ImageReference::parse(name).is_err()
-            {
+            if !is_short(name) || has_tag_or_digest(name) || ImageReference::parse(name).is_err() {
                 return Err(ShortNameError::new(
                     at,
                     "an alias is a short name (no registry, tag or digest), e.g. nginx",
                 ));
             }
-            if is_short(target) || has_tag_or_digest(target) || ImageReference::parse(target).is_err()
+            if is_short(target)
+                || has_tag_or_digest(target)
+                || ImageReference::parse(target).is_err()
             {
                 return Err(ShortNameError::new(
                     at,
@@ -227,10 +228,21 @@ mod tests {
 
     #[test]
     fn short_names_are_told_as_containers_image_tells_them() {
-        for short in ["nginx", "nginx:1.25", "library/nginx", "team/app@sha256:abc", "a/b/c"] {
+        for short in [
+            "nginx",
+            "nginx:1.25",
+            "library/nginx",
+            "team/app@sha256:abc",
+            "a/b/c",
+        ] {
             assert!(is_short(short), "{short}");
         }
-        for qualified in ["docker.io/nginx", "localhost/app:1", "reg:5000/app", "quay.io/a/b:1"] {
+        for qualified in [
+            "docker.io/nginx",
+            "localhost/app:1",
+            "reg:5000/app",
+            "quay.io/a/b:1",
+        ] {
             assert!(!is_short(qualified), "{qualified}");
         }
     }
@@ -244,8 +256,10 @@ mod tests {
     #[test]
     fn an_alias_wins_in_every_mode() {
         for mode in ["enforcing", "permissive", "disabled"] {
-            let names = rules(json!({"mode": mode, "searchRegistries": ["quay.io", "docker.io"],
-                "aliases": {"nginx": "registry.example.com/mirror/nginx"}}))
+            let names = rules(
+                json!({"mode": mode, "searchRegistries": ["quay.io", "docker.io"],
+                "aliases": {"nginx": "registry.example.com/mirror/nginx"}}),
+            )
             .unwrap();
             assert_eq!(
                 candidates(&names, "nginx:1.25"),
@@ -271,7 +285,10 @@ mod tests {
         );
         // one registry: no ambiguity, looked up there (docker.io normalised as containers/image does)
         let one = rules(json!({"mode": "enforcing", "searchRegistries": ["docker.io"]})).unwrap();
-        assert_eq!(candidates(&one, "nginx:1.25"), ["docker.io/library/nginx:1.25"]);
+        assert_eq!(
+            candidates(&one, "nginx:1.25"),
+            ["docker.io/library/nginx:1.25"]
+        );
         let quay = rules(json!({"mode": "enforcing", "searchRegistries": ["quay.io"]})).unwrap();
         assert_eq!(candidates(&quay, "team/app"), ["quay.io/team/app:latest"]);
         // none: fails in every mode
@@ -302,17 +319,31 @@ mod tests {
         assert!(e.to_string().contains("only CRI-O reads it"));
         let e = error(json!({"mode": "enforcing", "searchRegistries": ["quay.io", "quay"]}));
         assert_eq!(e.field(), ".searchRegistries[1]");
-        assert!(e.to_string().contains("\"quay\" is not a registry host[:port]"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("\"quay\" is not a registry host[:port]"),
+            "{e}"
+        );
         let e = error(json!({"mode": "enforcing", "searchRegistries": ["quay.io/team"]}));
         assert_eq!(e.field(), ".searchRegistries[0]");
-        let e = error(json!({"mode": "enforcing", "aliases": {"docker.io/nginx": "docker.io/library/nginx"}}));
+        let e = error(
+            json!({"mode": "enforcing", "aliases": {"docker.io/nginx": "docker.io/library/nginx"}}),
+        );
         assert_eq!(e.field(), ".aliases[\"docker.io/nginx\"]");
-        let e = error(json!({"mode": "enforcing", "aliases": {"nginx:1": "docker.io/library/nginx"}}));
+        let e =
+            error(json!({"mode": "enforcing", "aliases": {"nginx:1": "docker.io/library/nginx"}}));
         assert!(e.to_string().contains("an alias is a short name"), "{e}");
         let e = error(json!({"mode": "enforcing", "aliases": {"nginx": "nginx"}}));
-        assert!(e.to_string().contains("not a fully qualified repository"), "{e}");
-        let e = error(json!({"mode": "enforcing", "aliases": {"nginx": "docker.io/library/nginx:1"}}));
-        assert!(e.to_string().contains("not a fully qualified repository"), "{e}");
+        assert!(
+            e.to_string().contains("not a fully qualified repository"),
+            "{e}"
+        );
+        let e =
+            error(json!({"mode": "enforcing", "aliases": {"nginx": "docker.io/library/nginx:1"}}));
+        assert!(
+            e.to_string().contains("not a fully qualified repository"),
+            "{e}"
+        );
         assert!(serde_json::from_value::<ShortNameRules>(json!({"mode": "crio"})).is_err());
     }
 }

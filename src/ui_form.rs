@@ -18,7 +18,10 @@ const DESCRIPTION: &str = "description";
 const SEQUENCES: [(&str, &[&str]); 3] = [
     ("registries", &["prefix", "location", "mirrors"]),
     ("mirrors", &["location"]),
-    ("customResources", &["apiVersion", "kind", "images", "podSpecs"]),
+    (
+        "customResources",
+        &["apiVersion", "kind", "images", "podSpecs"],
+    ),
 ];
 
 /// `settings` without what the form writes for "nothing": the top-level `description`, members
@@ -26,7 +29,10 @@ const SEQUENCES: [(&str, &[&str]); 3] = [
 pub fn normalise(settings: &Value) -> Value {
     let mut settings = settings.clone();
     if let Value::Object(members) = &mut settings {
-        if matches!(members.get(DESCRIPTION), Some(Value::Null | Value::String(_))) {
+        if matches!(
+            members.get(DESCRIPTION),
+            Some(Value::Null | Value::String(_))
+        ) {
             members.remove(DESCRIPTION);
         }
         strip_members(members);

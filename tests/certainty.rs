@@ -100,7 +100,11 @@ fn objects_of_checked_controllers_are_not_looked_up_again_one_level_up() {
         let response = run(&workload(fixture_name, Some(owner)), json!({}), &host);
         assert_eq!(response["accepted"], true, "{fixture_name}: {response}");
         assert!(warnings(&response).is_empty(), "{response}");
-        assert!(host.calls().is_empty(), "{fixture_name}: {:?}", host.calls());
+        assert!(
+            host.calls().is_empty(),
+            "{fixture_name}: {:?}",
+            host.calls()
+        );
         // The same object without its owner is a user's own: checked, and its tags are gone.
         let host = cluster();
         let response = run(&workload(fixture_name, None), json!({}), &host);
@@ -114,7 +118,10 @@ fn objects_of_checked_controllers_are_not_looked_up_again_one_level_up() {
 fn owned_objects_are_checked_when_the_owner_is_not_checked_or_on_request() {
     let rs = || workload("replicaset-create.json", Some(("apps/v1", "Deployment")));
     // ownedObjects: check, and its former name ownedPods: check.
-    for settings in [json!({"ownedObjects": "check"}), json!({"ownedPods": "check"})] {
+    for settings in [
+        json!({"ownedObjects": "check"}),
+        json!({"ownedPods": "check"}),
+    ] {
         let response = run(&rs(), settings.clone(), &cluster());
         assert_eq!(response["accepted"], false, "{settings}: {response}");
         assert!(message(&response).starts_with("ReplicaSet team-a/web: 3 images will not pull"));
@@ -122,11 +129,17 @@ fn owned_objects_are_checked_when_the_owner_is_not_checked_or_on_request() {
     // An owner reference that is not the controller, or a Pod, owns nothing here.
     let mut not_controller = rs();
     not_controller["object"]["metadata"]["ownerReferences"][0]["controller"] = json!(false);
-    assert_eq!(run(&not_controller, json!({}), &cluster())["accepted"], false);
+    assert_eq!(
+        run(&not_controller, json!({}), &cluster())["accepted"],
+        false
+    );
     let pod_owned = workload("job-create.json", Some(("v1", "Pod")));
     assert_eq!(run(&pod_owned, json!({}), &cluster())["accepted"], false);
     // Argo Rollouts create ReplicaSets: skipped once the Rollout is a kind the policy checks.
-    let rollout_rs = workload("replicaset-create.json", Some(("argoproj.io/v1alpha1", "Rollout")));
+    let rollout_rs = workload(
+        "replicaset-create.json",
+        Some(("argoproj.io/v1alpha1", "Rollout")),
+    );
     assert_eq!(run(&rollout_rs, json!({}), &cluster())["accepted"], false);
     let settings = json!({"customResources": [{"apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout", "podSpecs": ["$.spec.template.spec"]}]});
@@ -275,7 +288,11 @@ fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
     );
     assert!(!warnings[0].contains("unreachable on"), "{warnings:?}");
     // With unreachable: reject the hint says what to do about a form, not about a registry.
-    let strict = run(&request, json!({"actions": {"unreachable": "reject"}}), &host);
+    let strict = run(
+        &request,
+        json!({"actions": {"unreachable": "reject"}}),
+        &host,
+    );
     assert_eq!(strict["accepted"], false);
     assert!(
         message(&strict).contains("reach [fd00::10]:5000 by a DNS name or an IPv4 address"),
@@ -297,7 +314,10 @@ fn many_unparsable_references_are_grouped_in_their_own_words() {
         .collect();
     let mut host = cluster();
     for image in &images {
-        host = host.with_error(image, "Callback evaluation failure: invalid reference format");
+        host = host.with_error(
+            image,
+            "Callback evaluation failure: invalid reference format",
+        );
     }
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], true, "{response}");
@@ -341,7 +361,11 @@ fn an_empty_template_image_is_nothing_to_look_up_not_an_invalid_reference() {
         assert!(!response.to_string().contains("at least one component"));
         assert_eq!(host.digest_calls().len(), 2, "{:?}", host.calls());
         // notLookedUp: reject refuses it, with the hint for an empty image.
-        let strict = run(&request, json!({"actions": {"notLookedUp": "reject"}}), &host);
+        let strict = run(
+            &request,
+            json!({"actions": {"notLookedUp": "reject"}}),
+            &host,
+        );
         assert_eq!(strict["accepted"], false);
         assert!(message(&strict).contains("Hint: set the image"), "{strict}");
     }

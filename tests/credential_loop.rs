@@ -61,7 +61,10 @@ fn per_user(first: (AttemptOutcome, &str), second: (AttemptOutcome, &str)) -> In
 #[test]
 fn only_the_second_secret_sees_the_image_found() {
     let host = per_user(
-        (AttemptOutcome::NotFound, "repository name not known to registry"),
+        (
+            AttemptOutcome::NotFound,
+            "repository name not known to registry",
+        ),
         (AttemptOutcome::Found, DIGEST),
     );
     let (request, host) = two_secrets(host);
@@ -122,16 +125,21 @@ fn a_500_and_a_404_is_a_warning_never_absent() {
 fn refusals_alone_are_unauthorized() {
     let host = per_user(
         (AttemptOutcome::Unauthorized, "authentication required"),
-        (AttemptOutcome::Unauthorized, "requested access to the resource is denied"),
+        (
+            AttemptOutcome::Unauthorized,
+            "requested access to the resource is denied",
+        ),
     );
     let (request, host) = two_secrets(host);
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
     assert!(
-        warnings.iter().all(|w| w.contains("not authorized on registry registry.example.com")
-            && w.contains("the pod's pull secrets for registry.example.com were refused")
-            && w.contains("pull secret \"team-a/first\" was refused")),
+        warnings.iter().all(
+            |w| w.contains("not authorized on registry registry.example.com")
+                && w.contains("the pod's pull secrets for registry.example.com were refused")
+                && w.contains("pull secret \"team-a/first\" was refused")
+        ),
         "{warnings:?}"
     );
 }

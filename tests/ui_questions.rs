@@ -26,9 +26,7 @@ fn set(settings: &mut Map<String, Value>, variable: &str, value: Value) {
             settings.insert(variable.to_owned(), value);
         }
         Some((head, rest)) => {
-            let inner = settings
-                .entry(head.to_owned())
-                .or_insert_with(|| json!({}));
+            let inner = settings.entry(head.to_owned()).or_insert_with(|| json!({}));
             set(inner.as_object_mut().expect("an object"), rest, value);
         }
     }
@@ -37,7 +35,11 @@ fn set(settings: &mut Map<String, Value>, variable: &str, value: Value) {
 /// The row "Add" appends to a sequence: every sub-question's default (the UI's `addSequence`).
 fn added_row(question: &Value) -> Value {
     let mut row = Map::new();
-    for sub in question["sequence_questions"].as_array().into_iter().flatten() {
+    for sub in question["sequence_questions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let variable = sub["variable"].as_str().expect("a variable");
         row.insert(variable.to_owned(), sub["default"].clone());
     }
@@ -54,7 +56,11 @@ fn untyped_values(question: &Value) -> Vec<Value> {
         let mut row = added_row(question);
         values.extend([json!([]), json!([row.clone()])]);
         // "Add" on a sequence inside the added row.
-        for sub in question["sequence_questions"].as_array().into_iter().flatten() {
+        for sub in question["sequence_questions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if sub["type"].as_str().unwrap_or("").starts_with("sequence[") {
                 let variable = sub["variable"].as_str().expect("a variable");
                 row[variable] = json!([added_row(sub)]);
@@ -88,7 +94,10 @@ fn the_questions_defaults_load() {
         let variable = question["variable"].as_str().expect("a variable");
         set(&mut settings, variable, question["default"].clone());
     }
-    assert!(settings.contains_key("description"), "the hidden question is fed too");
+    assert!(
+        settings.contains_key("description"),
+        "the hidden question is fed too"
+    );
     assert_loads(&Value::Object(settings));
 }
 
