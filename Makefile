@@ -60,6 +60,11 @@ fmt-check:
 	cargo fmt --all -- --check
 	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml -- --check
 
+# No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
+.PHONY: cycles
+cycles:
+	python3 scripts/import-cycles.py src
+
 .PHONY: lint
 lint:
 	cargo clippy --all-targets -- -D warnings
@@ -103,7 +108,7 @@ setup:
 # Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check lint test e2e-tests fuzz-smoke
+	$(MAKE) fmt-check cycles lint test e2e-tests fuzz-smoke
 
 # Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
 # found (KWCTL above: seconds), else with the test host, built first (minutes the first time).
