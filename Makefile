@@ -63,6 +63,7 @@ fmt-check:
 # No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
 .PHONY: cycles
 cycles:
+	python3 scripts/test_import_cycles.py
 	python3 scripts/import-cycles.py src
 
 .PHONY: lint
