@@ -159,7 +159,9 @@ fuzz: FUZZ_SECONDS ?= 600
 fuzz:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Benchmarks (README.md "Performance"): guest cost against an accept-all and a probe policy
+# Benchmarks (README.md "Performance"): the policy, accept-all and the probe on the real
+# policy-server when one is found (POLICY_SERVER, else ../shared/tools/policy-server), guest
+# cost against an accept-all and a probe policy
 # (benches/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm

@@ -11,8 +11,9 @@
 //! that were not `allowed: true` or carried warnings (a benchmark of wrong answers is
 //! worthless: the caller checks),
 //! requests per second over the target's own wall time, latency percentiles, and what the
-//! server process spent on it: CPU time (user + system, all threads) and minor page faults per
-//! request, read from /proc/PID/stat around each of the target's rounds.
+//! server process spent on it: CPU time (all threads, /proc/PID/stat) and minor
+//! page faults per request, read around each of the target's rounds; and per round its median
+//! latency and CPU per request, so that ratios can be taken round by round.
 //!
 //! Usage:
 //!   loadgen --addr 127.0.0.1:PORT --connections N --rounds R --requests N --max-secs S
@@ -41,6 +42,8 @@ struct Target {
     wall: Duration,
     cpu_ticks: u64,
     minflt: u64,
+    /// Per round: (median latency in µs, server CPU ns per request), for ratios round by round.
+    rounds: Vec<(u64, u64)>,
     first_error: Option<String>,
 }
 
@@ -96,10 +99,19 @@ fn run() -> Result<(), String> {
             let started = Instant::now();
             let outcome = batch(&options, &target.path, bodies, Some(deadline));
             target.wall += started.elapsed();
-            if let (Some(pid), Some((ticks, faults))) = (options.server_pid, before) {
-                let (ticks_after, faults_after) = server_usage(pid)?;
-                target.cpu_ticks += ticks_after - ticks;
-                target.minflt += faults_after - faults;
+            let mut cpu_ns = 0;
+            if let (Some(pid), Some((ticks, ns, faults))) = (options.server_pid, before) {
+                let (ticks_after, ns_after, faults_after) = server_usage(pid)?;
+                cpu_ns = ns_after.saturating_sub(ns);
+                target.cpu_ticks += ticks_after.saturating_sub(ticks);
+                target.minflt += faults_after.saturating_sub(faults);
+            }
+            let mut round_latencies = outcome.latencies_us.clone();
+            round_latencies.sort_unstable();
+            if let Some(median) = round_latencies.get(round_latencies.len() / 2) {
+                target
+                    .rounds
+                    .push((*median, cpu_ns / round_latencies.len() as u64));
             }
             target.latencies_us.extend(outcome.latencies_us);
             target.errors += outcome.errors;
@@ -110,7 +122,6 @@ fn run() -> Result<(), String> {
             }
         }
     }
-    let ticks_per_sec = clock_ticks_per_second();
     for target in &mut targets {
         target.latencies_us.sort_unstable();
         let n = target.latencies_us.len();
@@ -123,7 +134,7 @@ fn run() -> Result<(), String> {
         };
         let per_request = |total: f64| if n == 0 { 0.0 } else { total / n as f64 };
         println!(
-            "{{\"target\":\"{}\",\"requests\":{},\"errors\":{},\"not_allowed\":{},\"warned\":{},\"wall_s\":{:.3},\"rps\":{:.1},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"server_cpu_us_per_request\":{:.0},\"server_minflt_per_request\":{:.1},\"first_error\":{}}}",
+            "{{\"target\":\"{}\",\"requests\":{},\"errors\":{},\"not_allowed\":{},\"warned\":{},\"wall_s\":{:.3},\"rps\":{:.1},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"server_cpu_us_per_request\":{:.0},\"server_minflt_per_request\":{:.1},\"rounds\":[{}],\"first_error\":{}}}",
             target.name,
             n,
             target.errors,
@@ -135,8 +146,14 @@ fn run() -> Result<(), String> {
             pct(90.0),
             pct(99.0),
             pct(100.0),
-            per_request(target.cpu_ticks as f64 * 1e6 / ticks_per_sec),
+            per_request(target.cpu_ticks as f64 * 1e6 / clock_ticks_per_second()),
             per_request(target.minflt as f64),
+            target
+                .rounds
+                .iter()
+                .map(|(p50, cpu)| format!("{{\"p50_us\":{p50},\"cpu_us\":{}}}", cpu / 1000))
+                .collect::<Vec<_>>()
+                .join(","),
             json_string(target.first_error.as_deref()),
         );
     }
@@ -313,15 +330,30 @@ impl Connection {
     }
 }
 
-/// The server's CPU time (user + system, clock ticks, all threads) and minor faults so far.
-fn server_usage(pid: u32) -> Result<(u64, u64), String> {
+/// The server's CPU time so far, twice: in clock ticks from /proc/PID/stat (user + system,
+/// counting threads that have exited, such as the runtime's blocking threads: the totals) and
+/// in ns summed over its live threads from /proc/PID/task/*/schedstat (fine enough for a round
+/// of a few hundred requests: the per-round figures); and its minor page faults.
+fn server_usage(pid: u32) -> Result<(u64, u64, u64), String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+    let mut ns = 0;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
+            ns += text
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
     // fields after the command name (which may hold spaces): state is field 3
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |n: usize| -> u64 { fields.get(n - 3).and_then(|v| v.parse().ok()).unwrap_or(0) };
-    Ok((field(14) + field(15), field(10)))
+    Ok((field(14) + field(15), ns, field(10)))
 }
 
 /// USER_HZ; 100 on every Linux this runs on (no libc call in a std-only program).
@@ -386,6 +418,7 @@ fn parse_args() -> Result<(Options, Vec<Target>), String> {
                     wall: Duration::ZERO,
                     cpu_ticks: 0,
                     minflt: 0,
+                    rounds: Vec::new(),
                     first_error: None,
                 });
             }

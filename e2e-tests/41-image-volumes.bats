@@ -111,13 +111,23 @@ check_volume_kind() {
   assert_session_asked "$SESSION" OciManifestDigest "$REG_ANON/team/app:1.4.2"
 }
 
-@test "an image volume without pullPolicy defaults as a container: latest is Always" {
-  # a template a tool has not defaulted: the tag decides, as SetDefaults_ImageVolumeSource does
+@test "an image volume without pullPolicy defaults as a container: IfNotPresent for a tag, Always for latest" {
+  # a template a tool has not defaulted: the tag decides, as SetDefaults_ImageVolumeSource does.
+  # A Node still lists both missing references: only an IfNotPresent pull can start from it.
+  cluster=$(write_cluster_dir volume-nodes)
+  node_yaml worker-cache-1 "$REG_ANON/ml/model:v9" "$REG_ANON/ml/model:latest" | cluster_add "$cluster" 20-nodes.yaml
+  req=$(local_request deployment-create.json)
+  add_image_volume "$req" model "$REG_ANON/ml/model:v9"
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster"
+  assert_allowed
+  assert_warning_contains "volume \"model\" image \"$REG_ANON/ml/model:v9\": not found (cached on nodes)" "worker-cache-1"
+
   req=$(local_request deployment-create.json)
   add_image_volume "$req" model "$REG_ANON/ml/model"
-  run -0 --separate-stderr policy_run "$req"
+  run -0 --separate-stderr policy_run "$req" --cluster-dir "$cluster"
   assert_rejected
   assert_message_contains "volume \"model\" image \"$REG_ANON/ml/model\" ($REG_ANON/ml/model:latest)" "not found"
+  assert_message_lacks "cached on"
 }
 
 @test "an invalid image volume reference is refused without a lookup, whatever its pullPolicy" {

@@ -40,6 +40,10 @@ policies_json() {
         policyMode: "protect", expression: "images() || trusted()",
         message: "the images must exist or come from a trusted registry",
         policies: {images: $images, trusted: $trusted}},
+      "clusterwide-group-monitor": {
+        policyMode: "monitor", expression: "trusted() && images()",
+        message: "images must come from a trusted registry and exist there",
+        policies: {images: $images, trusted: $trusted}},
       "clusterwide-group-pinned": {
         policyMode: "protect", expression: "images() && pinned()",
         message: "the images must exist and be pinned",
@@ -95,8 +99,8 @@ setup() {
   ps_use main
 }
 
-@test "the policy is pushed with kwctl and loaded by the server from registry://" {
-  [[ "$PUSHED_WITH" == kwctl ]] || skip "no kwctl (KWCTL or ../shared/tools/kwctl): the policy was pushed with the test host's push"
+@test "the policy is pushed (kwctl push) and loaded by the server from registry://" {
+  [[ "$PUSHED_WITH" == kwctl ]] || echo "# no kwctl (KWCTL or ../shared/tools/kwctl): pushed with the test host's push" >&3
   run -0 skopeo inspect --raw --tls-verify=false "docker://$POLICY_REF"
   [ "$(jq -r .config.mediaType <<<"$output")" = application/vnd.wasm.config.v1+json ]
   layer=$(jq -r '.layers[0].digest' <<<"$output")
@@ -106,13 +110,15 @@ setup() {
   [ "sha256:$(sha256sum "$module" | cut -d' ' -f1)" = "$layer" ]
 }
 
-@test "Pod: allowed, no message, no warning, no patch" {
-  req=$(local_request pod-create.json)
-  run -0 ps_validate clusterwide-resolvable-images "$req"
-  assert_allowed
-  assert_no_message
-  assert_no_warnings
-  assert_no_patch
+@test "Pod and Deployment whose images exist: allowed, no message, no warning, no patch" {
+  for fixture in pod-create.json deployment-create.json; do
+    req=$(local_request "$fixture")
+    run -0 ps_validate clusterwide-resolvable-images "$req"
+    assert_allowed
+    assert_no_message
+    assert_no_warnings
+    assert_no_patch
+  done
 }
 
 @test "Pod with a missing tag: denied, the message names the Pod, container, image, registry and reason" {
@@ -364,4 +370,14 @@ setup() {
     "init-schema=$REG_ANON/platform/migrate@$(digest_of "$REG_ANON/platform/migrate:2.1.0")" sidecar.pull=Never)
   run -0 ps_validate clusterwide-group-pinned "$req"
   assert_allowed
+}
+
+@test "group in policyMode monitor: a rejection is admitted, without message; the server logs the verdict" {
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:9.9.7")
+  run -0 ps_validate clusterwide-group-monitor "$req"
+  assert_allowed
+  assert_no_message
+  assert_no_warnings
+  run -0 grep -F 'policy evaluation (monitor mode)' "$PS_LOG"
+  [[ "$output" == *clusterwide-group-monitor* ]] || _fail_with "no monitor-mode log line for the group: $output"
 }

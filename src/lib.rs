@@ -7,7 +7,8 @@
 //! [`judge`] what the answers mean, and answer with the configured actions ([`report`]).
 //!
 //! # Glossary
-//! - **image**: a container's image string as written ([`workload::ContainerImage`]).
+//! - **image**: a container's image string (or an image volume's `reference`) as written
+//!   ([`workload::ContainerImage`]).
 //! - **reference**: an image parsed and normalised as the kubelet does
 //!   ([`reference::ImageReference`]).
 //! - **object**: the request's `object` or `oldObject`, kept as the JSON the API server sent

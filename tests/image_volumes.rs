@@ -99,6 +99,32 @@ fn a_missing_image_volume_is_rejected_naming_the_volume_in_every_kind() {
 }
 
 #[test]
+fn the_image_volume_fixture_is_checked_and_pinned_where_the_api_server_keeps_it() {
+    let request = fixture("pod-image-volume-create.json");
+    let response = run(&request, json!({"pinDigests": true}), &registry());
+    assert_eq!(response["accepted"], true, "{response}");
+    assert_eq!(
+        response["mutated_object"]["spec"]["volumes"][0]["image"],
+        json!({"reference": format!("{MODEL}@{DIGEST}"), "pullPolicy": "IfNotPresent"})
+    );
+    assert_eq!(
+        response["mutated_object"]["spec"]["volumes"][1], request["object"]["spec"]["volumes"][1],
+        "other volumes are left alone"
+    );
+
+    let host = registry().with_error(MODEL, "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://registry.example.com/v2/ml/model/manifests/v1, envelope: OCI API errors: [OCI API error: manifest unknown]");
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    assert!(
+        message(&response).contains(&format!(
+            "- volume \"model\" image \"{MODEL}\": not found on registry registry.example.com"
+        )),
+        "{}",
+        message(&response)
+    );
+}
+
+#[test]
 fn a_volume_is_pulled_by_its_own_pull_policy_defaulted_as_a_containers() {
     let never = with_volumes(
         fixture("deployment-create.json"),
@@ -132,8 +158,8 @@ fn a_volume_is_pulled_by_its_own_pull_policy_defaulted_as_a_containers() {
             let warnings = warnings(&response);
             assert!(
                 warnings.iter().any(|w| w.starts_with(&format!(
-                    "volume \"model\" image \"{MISSING}\": cached on 1 node(s) (n1)"
-                ))),
+                    "volume \"model\" image \"{MISSING}\": not found (cached on nodes)"
+                )) && w.contains("cached on 1 node(s) (n1)")),
                 "IfNotPresent: a node holding it starts the pod: {warnings:?}"
             );
         } else {

@@ -5,10 +5,14 @@
 # plain-HTTP registries, its own HOME, RUST_BACKTRACE and KUBEWARDEN_* unset. Load it after
 # lib/common (`load lib/common; load lib/policy_server`).
 #
-#   require_policy_server          in `setup`: skip, saying why, when there is no binary
+#   require_policy_server            in `setup`: skip, saying why, when there is no binary
+#   ps_push_policy WASM REF          annotate, push to registry://REF (kwctl, else the test host)
 #   ps_start NAME POLICIES [FLAG...] start, wait until ready; exports PS_ADDR, PS_DIR, PS_LOG
-#   ps_validate ID REQUEST         POST /validate/ID; prints the AdmissionResponse
-#   ps_stop NAME / ps_stop_all     by pid (registry_stop_all stops them too)
+#   ps_use NAME                      talk to another running server
+#   ps_validate ID REQUEST           POST /validate/ID; prints the AdmissionResponse
+#   ps_post ID REQUEST               the raw POST (ps_last_http, ps_last_ms), for time-outs
+#   ps_stop NAME / ps_stop_all       by pid (registry_stop_all stops them too)
+#   ps_teardown_file                 for `teardown_file`: everything stopped, nothing left
 #
 # Each server lives in $E2E_WORK/registries/ps-NAME (pid, log, HOME, downloads), so that
 # registry_stop_all, which every teardown_file already calls, stops it by its pid file.
