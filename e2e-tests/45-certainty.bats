@@ -13,9 +13,9 @@
 #   host's oci-client answers "Invalid OCI image reference: invalid reference format", kwctl
 #   1.36 "invalid reference format"; neither sends a request (the registry's access log stays
 #   empty). So the image that exists is not confirmed and the missing tag is not proven
-#   missing: both are "cannot be looked up by the policy server … its reference parser refuses
-#   this form, so no request was sent" (issue 17, point 4: not "registry unreachable", which is
-#   not what happened), never invalidReference, never a rejection. (skopeo 1.9 refuses the reference
+#   missing: both are "cannot be parsed by the policy server … no request sent; the kubelet
+#   pulls it" (issue 17, point 4: not "registry unreachable", which is not what happened),
+#   never invalidReference, never a rejection. (skopeo 1.9 refuses the reference
 #   too, so the images are pushed while the same storage is served on 127.0.0.1.)
 # - Point 6: kwctl's own log (policy-evaluator's "callback evaluation failed") prints the host
 #   error with the page in it; that is the operator's log, not the policy's. The policy's
@@ -192,7 +192,7 @@ assert_nothing_says() {
 # ---------------------------------------------------------------------------------------------
 # 3. A registry on [::1]
 
-@test "3. a registry listening on [::1]: never invalidReference, never rejected; 'cannot be looked up by the policy server'" {
+@test "3. a registry listening on [::1]: never invalidReference, never rejected; 'cannot be parsed by the policy server'" {
   ipv6_registry_start v6 app:1
   # The registry serves the image: a kubelet (containerd) pulls [::1]:PORT/app:1.
   [[ "$(curl -g -s --noproxy '*' -o /dev/null -w '%{http_code}' -I \
@@ -212,8 +212,8 @@ assert_nothing_says() {
   local detail="Invalid OCI image reference"              # the test host (oci-client's parser)
   on_kwctl && detail="invalid reference format"           # kwctl 1.36
   for image in "$REG_V6/app:1" "$REG_V6/app:9.9.9"; do
-    assert_warning_contains "image \"$image\": cannot be looked up by the policy server on registry $REG_V6; allowed (actions.unreachable: warn)" \
-      "the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: " "$detail"
+    assert_warning_contains "image \"$image\": cannot be parsed by the policy server on registry $REG_V6; allowed (actions.unreachable: warn)" \
+      "no request sent; the kubelet pulls it: " "$detail"
   done
   # Nothing was unreachable: no request left the host (issue 17, point 4).
   assert_nothing_says "registry unreachable"

@@ -45,9 +45,11 @@ short_pod() {
   certainty_pod "$@"
 }
 
-# short_settings NAME JSON: settings with `shortNames` = JSON and lookups kept on loopback.
+# short_settings NAME JSON: settings with `shortNames` = JSON and lookups kept on loopback; a
+# time budget a loaded machine cannot spend on two lookups (kwctl tries HTTPS twice before
+# plain HTTP on each).
 short_settings() {
-  write_settings "$1" "$(jq -n --argjson s "$2" '{shortNames: $s, lookupRegistries: ["127.0.0.1"]}')"
+  write_settings "$1" "$(jq -n --argjson s "$2" '{shortNames: $s, lookupRegistries: ["127.0.0.1"], timeBudgetMs: 10000}')"
 }
 
 @test "enforcing, two search registries, no alias: rejected as a short name the nodes cannot resolve, nothing asked" {

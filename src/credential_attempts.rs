@@ -65,39 +65,99 @@ fn least_certain(a: FailureKind, b: FailureKind) -> FailureKind {
     }
 }
 
-/// `pull secret "team-a/first" was refused (…); pull secret "team-a/second" got 404 (…)`, in
-/// the kubelet's order, with what the verdict rests on.
+/// `pull secret "team-a/first" was refused, pull secret "team-a/second" got 404 (…; …)`: who
+/// saw what, in the kubelet's order and grouped by outcome, then the registry's words (last,
+/// so that a warning cut to its length keeps the names).
 fn describe(kind: FailureKind, attempts: &[Attempt], sources: &[Option<String>]) -> String {
-    let name = |i: usize| match sources.get(i).and_then(Option::as_deref) {
-        Some(secret) => format!("pull secret {secret:?}"),
-        None => format!("credential {}", i + 1),
-    };
-    let mut parts: Vec<String> = attempts
+    // (what, singular verb, plural verb) of each attempt, then of each credential not tried
+    let outcomes = attempts
         .iter()
-        .enumerate()
-        .map(|(i, attempt)| {
-            let what = match attempt.outcome {
-                AttemptOutcome::NotFound => "got 404",
-                AttemptOutcome::Unauthorized => "was refused",
-                AttemptOutcome::Unreachable => "got no definitive answer",
-                AttemptOutcome::Found => "read it",
-            };
-            format!("{} {what} ({})", name(i), summarise(&attempt.detail))
+        .map(|attempt| match attempt.outcome {
+            AttemptOutcome::NotFound => ("got 404", "got 404"),
+            AttemptOutcome::Unauthorized => ("was refused", "were refused"),
+            AttemptOutcome::Unreachable => ("got no definitive answer", "got no definitive answer"),
+            AttemptOutcome::Found => ("read it", "read it"),
+        })
+        .chain(
+            (attempts.len()..sources.len())
+                .map(|_| ("was not tried in time", "were not tried in time")),
+        );
+    let mut groups: Vec<((&str, &str), Vec<usize>)> = Vec::new();
+    for (i, verbs) in outcomes.enumerate() {
+        match groups.iter_mut().find(|(v, _)| *v == verbs) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((verbs, vec![i])),
+        }
+    }
+    let said: Vec<String> = groups
+        .iter()
+        .map(|((singular, plural), members)| {
+            let verb = if members.len() == 1 { singular } else { plural };
+            format!("{} {verb}", name_all(members, sources))
         })
         .collect();
-    let untried: Vec<String> = (attempts.len()..sources.len()).map(name).collect();
-    if !untried.is_empty() {
-        parts.push(format!("{} not tried in time", untried.join(", ")));
+    let mut details: Vec<String> = Vec::new();
+    for attempt in attempts {
+        let detail = summarise(&attempt.detail);
+        if !detail.is_empty() && !details.contains(&detail) {
+            details.push(detail);
+        }
     }
-    let list = parts.join("; ");
+    let details = if details.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", details.join("; "))
+    };
+    let said = said.join(", ");
     match kind {
         FailureKind::Absent if sources.len() > 1 => {
-            format!("every pull secret the kubelet would try failed: {list}")
+            format!("every pull secret the kubelet would try failed: {said}{details}")
         }
         FailureKind::Unreachable => {
-            format!("{list}; not certain: a later try with the same credentials might succeed")
+            format!("{said}: not certain, a later try might succeed{details}")
         }
-        _ => list,
+        // "not authorized", and "the pod's pull secrets … were refused", say the verb already
+        FailureKind::Unauthorized if groups.len() == 1 => {
+            let (_, members) = &groups[0];
+            format!("{}{details}", name_all(members, sources))
+        }
+        _ => format!("{said}{details}"),
+    }
+}
+
+/// `pull secret "a"`, `pull secrets "a" and "b"`, `credential 1 and pull secret "b"`.
+fn name_all(members: &[usize], sources: &[Option<String>]) -> String {
+    let secrets: Option<Vec<&str>> = members
+        .iter()
+        .map(|&i| sources.get(i).and_then(Option::as_deref))
+        .collect();
+    let names: Vec<String> = match secrets {
+        Some(secrets) => {
+            let quoted: Vec<String> = secrets.iter().map(|s| format!("{s:?}")).collect();
+            let noun = if quoted.len() == 1 {
+                "pull secret"
+            } else {
+                "pull secrets"
+            };
+            return format!("{noun} {}", and_list(&quoted));
+        }
+        None => members
+            .iter()
+            .map(|&i| match sources.get(i).and_then(Option::as_deref) {
+                Some(secret) => format!("pull secret {secret:?}"),
+                None => format!("credential {}", i + 1),
+            })
+            .collect(),
+    };
+    and_list(&names)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -135,7 +195,7 @@ mod tests {
         assert_eq!(failure.kind, FailureKind::Absent);
         assert_eq!(
             failure.detail,
-            "every pull secret the kubelet would try failed: pull secret \"team-a/first\" was refused (authentication required); pull secret \"team-a/second\" got 404 (manifest unknown)"
+            "every pull secret the kubelet would try failed: pull secret \"team-a/first\" was refused, pull secret \"team-a/second\" got 404 (authentication required; manifest unknown)"
         );
     }
 
@@ -158,9 +218,7 @@ mod tests {
             result_of(stopped, &sources(&["team-a/a", "team-a/b"])).expect_err("a failure");
         assert_eq!(failure.kind, FailureKind::Unreachable);
         assert!(
-            failure
-                .detail
-                .contains("pull secret \"team-a/b\" not tried in time"),
+            failure.detail.starts_with("pull secret \"team-a/a\" got 404, pull secret \"team-a/b\" was not tried in time: not certain"),
             "{}",
             failure.detail
         );
@@ -171,10 +229,9 @@ mod tests {
         ]);
         let failure = result_of(mixed, &sources(&["team-a/a", "team-a/b"])).expect_err("failure");
         assert_eq!(failure.kind, FailureKind::Unreachable);
-        assert!(
-            failure.detail.ends_with("might succeed"),
-            "{}",
-            failure.detail
+        assert_eq!(
+            failure.detail,
+            "pull secret \"team-a/a\" got no definitive answer, pull secret \"team-a/b\" got 404: not certain, a later try might succeed (500 Internal Server Error; manifest unknown)"
         );
         // every attempt refused: unauthorized, not absent
         let refused = not_found(vec![
@@ -183,6 +240,10 @@ mod tests {
         ]);
         let failure = result_of(refused, &sources(&["team-a/a", "team-a/b"])).expect_err("failure");
         assert_eq!(failure.kind, FailureKind::Unauthorized);
+        assert_eq!(
+            failure.detail,
+            "pull secrets \"team-a/a\" and \"team-a/b\" (401; 403)"
+        );
     }
 
     #[test]
@@ -229,9 +290,6 @@ mod tests {
             ],
         };
         let failure = result_of(answer, &[None, Some("a/b".into())]).expect_err("failure");
-        assert_eq!(
-            failure.detail,
-            "credential 1 was refused (401); pull secret \"a/b\" was refused (401)"
-        );
+        assert_eq!(failure.detail, "credential 1 and pull secret \"a/b\" (401)");
     }
 }

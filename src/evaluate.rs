@@ -9,6 +9,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
+use crate::broker::{BrokerGuard, BrokerRoutes, Issued};
 use crate::budget::Budget;
 use crate::host::Host;
 use crate::judge::{judge, Judgement};
@@ -63,6 +64,10 @@ fn compiled(settings: Value) -> Result<Rc<Settings>, SettingsError> {
 
 /// Decides one admission request: plan, look up, judge, answer.
 pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -> Decision {
+    // with a lookup broker, no image a Pod author wrote may reach the broker's host
+    let issued = Issued::default();
+    let guarded = BrokerGuard::new(host, settings.lookup_broker.as_ref(), Rc::clone(&issued));
+    let host = &guarded;
     let budget = Budget::start(host, settings.time_budget);
     let plan = match plan(request, settings, host) {
         Planned::Check(plan) => plan,
@@ -79,6 +84,14 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         &budget,
         host,
     );
+    if let Some(broker) = &settings.lookup_broker {
+        lookups.through_broker(BrokerRoutes::plan(
+            broker,
+            &plan.resource.namespace,
+            &plan.pods,
+            issued,
+        ));
+    }
     let judgement = judge(&plan, &mut lookups, settings, &budget, host);
     answer(request, plan, &lookups, judgement, settings)
 }

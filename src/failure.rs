@@ -63,7 +63,7 @@ impl Observed {
     pub const fn label(self) -> Option<&'static str> {
         match self {
             Observed::AsKind => None,
-            Observed::HostCannotParse => Some("cannot be looked up by the policy server"),
+            Observed::HostCannotParse => Some("cannot be parsed by the policy server"),
             Observed::EmptyImage => Some("no image to look up"),
         }
     }

@@ -200,7 +200,7 @@ fn explain(
         return failure;
     };
     let namespace = &plan.resource.namespace;
-    let pod_credentials = lookups.used_pod_credentials();
+    let pod_credentials = lookups.used_pod_credentials_for(pod.id, reference);
     if failure.kind == FailureKind::Absent && !pod_credentials {
         let hiding = check
             .chain

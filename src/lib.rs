@@ -59,6 +59,7 @@ pub mod short_names;
 pub mod workload;
 
 // What the operator configured.
+pub mod broker_settings;
 pub mod settings;
 pub mod ui_form;
 
@@ -67,7 +68,9 @@ pub mod ui_form;
 pub mod finding;
 pub mod plan;
 
-// 2. Lookup: ask the registries, each location at most once per request.
+// 2. Lookup: ask the registries, each location at most once per request (through the lookup
+// broker where it is configured).
+pub mod broker;
 pub mod credential_attempts;
 pub mod lookup;
 

@@ -3,8 +3,9 @@
 //! the operator enabled it, with each pod's own credentials in one batch
 //! (`oci/v1/resolve_images`); and what a mirror chain's lookups add up to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
+use crate::broker::BrokerRoutes;
 use crate::credential_attempts;
 use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
@@ -36,6 +37,10 @@ pub struct Lookups<'s> {
     credentialed: bool,
     /// Why credentialed lookups were not used although enabled.
     pub fallback: Option<String>,
+    /// Lookups that go through the lookup broker, when one is configured.
+    broker: Option<BrokerRoutes>,
+    /// The (pod, image name) whose lookups went through the broker.
+    brokered: HashSet<(PodId, String)>,
 }
 
 impl<'s> Lookups<'s> {
@@ -56,6 +61,8 @@ impl<'s> Lookups<'s> {
             results: BTreeMap::new(),
             credentialed: false,
             fallback: None,
+            broker: None,
+            brokered: HashSet::new(),
         };
         let keyrings: Option<Vec<&Keyring>> = credentialed
             .then(|| pods.iter().map(Pod::keyring).collect())
@@ -84,6 +91,15 @@ impl<'s> Lookups<'s> {
         budget: &Budget,
         host: &impl Host,
     ) -> LookupResult {
+        if !self.credentialed {
+            let brokered = self
+                .broker
+                .as_ref()
+                .and_then(|broker| broker.reference(pod, image, reference));
+            if let Some(brokered) = brokered {
+                return self.through_broker_at(pod, image, reference, &brokered, budget, host);
+            }
+        }
         let key = LookupKey {
             credentials: self.credentialed.then(|| (pod, image.name())),
             reference: reference.lookup_reference(),
@@ -97,6 +113,52 @@ impl<'s> Lookups<'s> {
         };
         self.results.insert(key, result.clone());
         result
+    }
+
+    /// Sends the lookups `routes` says to the lookup broker (unless the credentialed batch
+    /// already answered them).
+    pub fn through_broker(&mut self, routes: BrokerRoutes) {
+        self.broker = Some(routes);
+    }
+
+    /// [`Lookups::at`] through the broker: `brokered` is the rewritten reference; the scope
+    /// still judges the real registry, and failures name it, never the broker.
+    fn through_broker_at(
+        &mut self,
+        pod: PodId,
+        image: &ImageReference,
+        reference: &ImageReference,
+        brokered: &str,
+        budget: &Budget,
+        host: &impl Host,
+    ) -> LookupResult {
+        let key = LookupKey {
+            credentials: Some((pod, image.name())),
+            reference: reference.lookup_reference(),
+        };
+        if let Some(result) = self.results.get(&key) {
+            return result.clone();
+        }
+        let result = match self.refusal(reference) {
+            Some(refusal) => Err(refusal),
+            None => {
+                self.brokered.insert((pod, image.name()));
+                budget
+                    .call(host, || host.manifest_digest(brokered))
+                    .map_err(|failure| match &self.broker {
+                        Some(broker) => broker.explain(failure, brokered, reference),
+                        None => failure,
+                    })
+            }
+        };
+        self.results.insert(key, result.clone());
+        result
+    }
+
+    /// True when the lookups of `image` for `pod` used the pod's own credentials (the
+    /// credentialed batch, or the lookup broker).
+    pub fn used_pod_credentials_for(&self, pod: PodId, image: &ImageReference) -> bool {
+        self.credentialed || self.brokered.contains(&(pod, image.name()))
     }
 
     /// [`LookupScope::refusal`], asked once per registry.

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Deserialize;
 
 pub use crate::action::Action;
+use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
@@ -131,6 +132,7 @@ struct RawSettings {
     denied_lookup_networks: Vec<String>,
     not_found_may_mean_denied: Vec<String>,
     short_names: ShortNameRules,
+    lookup_broker: Option<BrokerSettings>,
 }
 
 impl Default for RawSettings {
@@ -153,6 +155,7 @@ impl Default for RawSettings {
                 .map(str::to_owned)
                 .to_vec(),
             short_names: ShortNameRules::default(),
+            lookup_broker: None,
         }
     }
 }
@@ -182,6 +185,8 @@ pub struct Settings {
     pub not_found_may_mean_denied: Vec<glob::Pattern>,
     /// What the nodes' runtime pulls for an image written without a registry.
     pub short_names: ShortNames,
+    /// The lookup broker, when lookups with pods' pull secrets go through one.
+    pub lookup_broker: Option<BrokerSettings>,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -203,6 +208,7 @@ impl Default for Settings {
                 .filter_map(|pattern| glob::Pattern::new(pattern).ok())
                 .collect(),
             short_names: ShortNames::default(),
+            lookup_broker: None,
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -283,15 +289,18 @@ impl Settings {
             })
             .collect::<Result<_, _>>()?;
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
-        let owned_objects =
-            match (raw.owned_objects, raw.owned_pods) {
-                (Some(new), Some(old)) if new != old => return Err(SettingsError::new(
-                    "ownedPods",
-                    "the former name of ownedObjects, set to another value: set ownedObjects only",
-                )),
-                (owned_objects, owned_pods) => owned_objects.or(owned_pods).unwrap_or_default(),
-            };
+        // Both names at once: the Kubewarden UI writes ownedObjects' default next to an older
+        // ownedPods when it edits a policy, so a default cannot be told from a choice; checking
+        // more is the choice that never hides a failure.
+        let owned_objects = match (raw.owned_objects, raw.owned_pods) {
+            (Some(OwnedObjects::Check), _) | (_, Some(OwnedObjects::Check)) => OwnedObjects::Check,
+            (new, old) => new.or(old).unwrap_or_default(),
+        };
+        if let Some(problem) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem) {
+            return Err(SettingsError::new("lookupBroker.host", problem));
+        }
         Ok(Settings {
+            lookup_broker: raw.lookup_broker,
             actions: raw.actions,
             owned_objects,
             short_names,
@@ -569,13 +578,13 @@ mod tests {
         assert_eq!(read(json!({"ownedObjects": "check"})), OwnedObjects::Check);
         assert_eq!(read(json!({"ownedPods": "check"})), OwnedObjects::Check);
         assert_eq!(read(json!({"ownedPods": "skip"})), OwnedObjects::Skip);
-        let both = error(json!({"ownedObjects": "skip", "ownedPods": "check"}));
-        assert_eq!(
-            both,
-            "invalid settings: ownedPods: the former name of ownedObjects, set to another value: set ownedObjects only"
-        );
-        let agreeing = json!({"ownedObjects": "check", "ownedPods": "check"});
-        assert_eq!(read(agreeing), OwnedObjects::Check);
+        // The UI writes ownedObjects' default next to an older ownedPods: check wins.
+        for (new, old) in [("skip", "check"), ("check", "skip"), ("check", "check")] {
+            let both = json!({"ownedObjects": new, "ownedPods": old});
+            assert_eq!(read(both), OwnedObjects::Check, "{new} {old}");
+        }
+        let skip = json!({"ownedObjects": "skip", "ownedPods": "skip"});
+        assert_eq!(read(skip), OwnedObjects::Skip);
         let bad = error(json!({"ownedObjects": "ignore"}));
         assert!(
             bad.contains("ownedObjects") && bad.contains("`skip` or `check`"),

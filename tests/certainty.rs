@@ -284,7 +284,7 @@ fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
     // or failed to answer (issue 17, point 4).
     assert_eq!(
         warnings,
-        ["container \"app\" image \"[fd00::10]:5000/app:1\": cannot be looked up by the policy server on registry [fd00::10]:5000; allowed (actions.unreachable: warn): the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: invalid reference format"]
+        ["container \"app\" image \"[fd00::10]:5000/app:1\": cannot be parsed by the policy server on registry [fd00::10]:5000; allowed (actions.unreachable: warn): no request sent; the kubelet pulls it: invalid reference format"]
     );
     assert!(!warnings[0].contains("unreachable on"), "{warnings:?}");
     // With unreachable: reject the hint says what to do about a form, not about a registry.
@@ -323,7 +323,7 @@ fn many_unparsable_references_are_grouped_in_their_own_words() {
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
     assert!(
-        warnings[0].starts_with("40 images on registry [fd00::10]:5000: cannot be looked up by the policy server; allowed (actions.unreachable: warn)"),
+        warnings[0].starts_with("40 images on registry [fd00::10]:5000: cannot be parsed by the policy server; allowed (actions.unreachable: warn)"),
         "{warnings:?}"
     );
 }

@@ -96,7 +96,7 @@ fn a_refusal_and_a_404_is_absent_and_names_both_secrets() {
     }
     assert!(
         message.contains(
-            "not found on registry registry.example.com: every pull secret the kubelet would try failed: pull secret \"team-a/first\" was refused (authentication required); pull secret \"team-a/second\" got 404 (manifest unknown)"
+            "not found on registry registry.example.com: every pull secret the kubelet would try failed: pull secret \"team-a/first\" was refused, pull secret \"team-a/second\" got 404 (authentication required; manifest unknown)"
         ),
         "{message}"
     );
@@ -112,12 +112,22 @@ fn a_500_and_a_404_is_a_warning_never_absent() {
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
-    assert!(!warnings.is_empty(), "{response}");
+    assert_eq!(warnings.len(), 2, "{response}");
     assert!(
         warnings.iter().all(|w| w.contains("registry unreachable")
             && w.contains("actions.unreachable")
             && w.contains("pull secret \"team-a/first\" got no definitive answer")),
         "{warnings:?}"
+    );
+    // a warning is cut to 256 bytes; a rejection says it all
+    let settings =
+        json!({"actions": {"unreachable": "reject"}, "pullSecrets": {"credentialedLookups": true}});
+    let response = run(&request, settings, &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(
+        message.contains("registry unreachable on registry registry.example.com: pull secret \"team-a/first\" got no definitive answer, pull secret \"team-a/second\" got 404: not certain, a later try might succeed (500 Internal Server Error; manifest unknown)"),
+        "{message}"
     );
 }
 
@@ -134,13 +144,20 @@ fn refusals_alone_are_unauthorized() {
     let response = run(&request, credentialed(), &host);
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 2, "{response}");
     assert!(
-        warnings.iter().all(
-            |w| w.contains("not authorized on registry registry.example.com")
-                && w.contains("the pod's pull secrets for registry.example.com were refused")
-                && w.contains("pull secret \"team-a/first\" was refused")
-        ),
+        warnings.iter().all(|w| w.contains("not authorized on registry registry.example.com")
+            && w.contains("the pod's pull secrets for registry.example.com were refused: pull secrets \"team-a/f")),
         "{warnings:?}"
+    );
+    // a warning is cut to 256 bytes; a rejection says it all
+    let settings = json!({"actions": {"unauthorized": "reject"}, "pullSecrets": {"credentialedLookups": true}});
+    let response = run(&request, settings, &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(
+        message.contains("the pod's pull secrets for registry.example.com were refused: pull secrets \"team-a/first\" and \"team-a/second\" (authentication required; requested access to the resource is denied)"),
+        "{message}"
     );
 }
 

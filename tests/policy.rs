@@ -441,13 +441,7 @@ fn escapes_and_odd_encodings_are_answered_never_panicked_on() {
         serde_json::from_slice(&validate_payload(pod(r"\ud800").as_bytes(), &cluster())).unwrap();
     assert_eq!(response["code"], 400, "{response}");
     // Escapes that decode to odd but valid strings are invalid references.
-    for image in [
-        r"ngi\u0000nx",
-        r"\u00ffnginx",
-        r"nginx\n",
-        r"\\xff\\xfe",
-        r"\t",
-    ] {
+    for image in [r"ngi\u0000nx", r"\u00ffnginx", r"nginx\n", r"\\xff\\xfe"] {
         let response: Value =
             serde_json::from_slice(&validate_payload(pod(image).as_bytes(), &cluster())).unwrap();
         assert_eq!(response["accepted"], false, "{image}: {response}");
@@ -456,6 +450,15 @@ fn escapes_and_odd_encodings_are_answered_never_panicked_on() {
             "{image}: {response}"
         );
     }
+    // A blank image (whitespace only, decoded from an escape) is no reference at all: nothing
+    // to look up, said as such (issue 17, point 4).
+    let response: Value =
+        serde_json::from_slice(&validate_payload(pod(r"\t").as_bytes(), &cluster())).unwrap();
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        warnings(&response)[0].contains("no image to look up"),
+        "{response}"
+    );
     // Invalid UTF-8 bytes anywhere in the payload: unreadable, 400.
     let mut bytes = pod("nginx").into_bytes();
     bytes.insert(bytes.len() - 10, 0xff);

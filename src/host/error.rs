@@ -131,9 +131,7 @@ impl HostError {
             HostErrorKind::InvalidReference => Failure::observed(
                 kind,
                 Observed::HostCannotParse,
-                format!(
-                    "the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: {summary}"
-                ),
+                format!("no request sent; the kubelet pulls it: {summary}"),
             ),
             _ => Failure::new(kind, summary),
         }
@@ -383,10 +381,10 @@ mod tests {
         let failure = error.failure();
         assert_eq!(failure.kind, FailureKind::Unreachable);
         assert_eq!(failure.observed, Observed::HostCannotParse);
-        assert_eq!(failure.label(), "cannot be looked up by the policy server");
+        assert_eq!(failure.label(), "cannot be parsed by the policy server");
         assert_eq!(
             failure.detail,
-            "the policy server's reference parser refuses this form, so no request was sent; the kubelet pulls it: invalid reference format"
+            "no request sent; the kubelet pulls it: invalid reference format"
         );
     }
 

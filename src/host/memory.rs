@@ -124,7 +124,11 @@ impl InMemoryHost {
             {
                 (AttemptOutcome::Found, String::new(), Some(digest.clone()))
             }
-            Some(_) => (AttemptOutcome::Unauthorized, "401 Unauthorized".into(), None),
+            Some(_) => (
+                AttemptOutcome::Unauthorized,
+                "401 Unauthorized".into(),
+                None,
+            ),
             None => (AttemptOutcome::NotFound, "manifest unknown".into(), None),
         };
         (Attempt { outcome, detail }, digest)
@@ -288,6 +292,10 @@ impl InMemoryHost {
             attempts.push(attempt);
         }
         let any = |o| attempts.iter().any(|a: &Attempt| a.outcome == o);
+        let (unreachable, not_found) = (
+            any(AttemptOutcome::Unreachable),
+            any(AttemptOutcome::NotFound),
+        );
         let detail = attempts
             .iter()
             .map(|a| a.detail.as_str())
@@ -298,13 +306,13 @@ impl InMemoryHost {
         } else {
             attempts
         };
-        if any(AttemptOutcome::Unreachable) {
+        if unreachable {
             LookupAnswer::Unreachable {
                 image,
                 detail,
                 attempts,
             }
-        } else if any(AttemptOutcome::NotFound) {
+        } else if not_found {
             LookupAnswer::NotFound {
                 image,
                 detail,

@@ -263,7 +263,8 @@ fn conclude(image: &str, attempts: &[Attempt], complete: bool, credentialed: boo
         .enumerate()
         .find(|(_, a)| matches!(a, Attempt::Found { .. }))
     {
-        let mut found = json!({"image": image, "outcome": "found", "digest": digest, "mediaType": media_type});
+        let mut found =
+            json!({"image": image, "outcome": "found", "digest": digest, "mediaType": media_type});
         if credentialed {
             found["credential"] = json!(index);
         }
@@ -444,18 +445,31 @@ mod tests {
 
     #[test]
     fn the_first_success_wins_whatever_came_before() {
-        for before in [not_found("manifest unknown"), refused("401"), unreachable("503")] {
+        for before in [
+            not_found("manifest unknown"),
+            refused("401"),
+            unreachable("503"),
+        ] {
             let answer = outcome_of(&[before, found("sha256:2"), found("sha256:3")], true);
             assert_eq!(answer["outcome"], "found");
             assert_eq!(answer["digest"], "sha256:2");
-            assert_eq!(answer["credential"], 1, "the index of the credential that served");
+            assert_eq!(
+                answer["credential"], 1,
+                "the index of the credential that served"
+            );
         }
     }
 
     #[test]
     fn not_found_needs_every_credential_definitive_and_one_404() {
-        let mixed = outcome_of(&[refused("401 Unauthorized"), not_found("manifest unknown")], true);
-        assert_eq!(mixed["outcome"], "notFound", "a 401 and a 404 are still certain");
+        let mixed = outcome_of(
+            &[refused("401 Unauthorized"), not_found("manifest unknown")],
+            true,
+        );
+        assert_eq!(
+            mixed["outcome"], "notFound",
+            "a 401 and a 404 are still certain"
+        );
         assert_eq!(
             mixed["detail"],
             "credential 1: unauthorized (401 Unauthorized); credential 2: notFound (manifest unknown)"
@@ -471,7 +485,10 @@ mod tests {
         assert_eq!(both["outcome"], "notFound");
         let single = outcome_of(&[not_found("manifest unknown")], true);
         assert_eq!(single["outcome"], "notFound");
-        assert_eq!(single["detail"], "manifest unknown", "one credential: its own detail");
+        assert_eq!(
+            single["detail"], "manifest unknown",
+            "one credential: its own detail"
+        );
     }
 
     #[test]
@@ -482,7 +499,11 @@ mod tests {
             vec![refused("401"), unreachable("429")],
             vec![unreachable("credential not usable by this host")],
         ] {
-            assert_eq!(outcome_of(&attempts, true)["outcome"], "unreachable", "{attempts:?}");
+            assert_eq!(
+                outcome_of(&attempts, true)["outcome"],
+                "unreachable",
+                "{attempts:?}"
+            );
         }
     }
 
@@ -525,15 +546,25 @@ mod tests {
             .as_deref()
             .and_then(|a| a.strip_prefix("Basic "))
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .map(|b| String::from_utf8_lossy(&b).split(':').next().unwrap_or_default().to_owned());
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            });
         let error = |status: u16, code: &str| {
             Reply::new(status)
                 .header("Content-Type", "application/json")
-                .body(format!(r#"{{"errors":[{{"code":"{code}","message":"{code} for this user"}}]}}"#).as_bytes())
+                .body(
+                    format!(
+                        r#"{{"errors":[{{"code":"{code}","message":"{code} for this user"}}]}}"#
+                    )
+                    .as_bytes(),
+                )
         };
         match user.as_deref() {
-            None => error(401, "UNAUTHORIZED")
-                .header("WWW-Authenticate", r#"Basic realm="test""#),
+            None => error(401, "UNAUTHORIZED").header("WWW-Authenticate", r#"Basic realm="test""#),
             Some("seer") if seen.path.ends_with("/team/app/manifests/1") => Reply::new(200)
                 .header("Docker-Content-Digest", &manifest_digest())
                 .header("Content-Type", OCI_IMAGE_MEDIA_TYPE)
@@ -567,12 +598,24 @@ mod tests {
             .seen()
             .iter()
             .filter(|s| s.path.contains("/manifests/"))
-            .map(|s| match s.authorization.as_deref().and_then(|a| a.strip_prefix("Basic ")) {
-                Some(b) => base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map(|b| String::from_utf8_lossy(&b).split(':').next().unwrap_or_default().to_owned())
-                    .unwrap_or_default(),
-                None => "anonymous".to_owned(),
+            .map(|s| {
+                match s
+                    .authorization
+                    .as_deref()
+                    .and_then(|a| a.strip_prefix("Basic "))
+                {
+                    Some(b) => base64::engine::general_purpose::STANDARD
+                        .decode(b)
+                        .map(|b| {
+                            String::from_utf8_lossy(&b)
+                                .split(':')
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned()
+                        })
+                        .unwrap_or_default(),
+                    None => "anonymous".to_owned(),
+                }
             })
             .collect()
     }
@@ -611,12 +654,17 @@ mod tests {
         let answer = look_up(&registry, &["refused", "hidden"]).await;
         assert_eq!(answer["outcome"], "notFound", "{answer}");
         assert_eq!(
-            answer["attempts"].as_array().map(|a| a.iter().map(|x| x["outcome"].clone()).collect::<Vec<_>>()),
+            answer["attempts"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x["outcome"].clone()).collect::<Vec<_>>()),
             Some(vec![json!("unauthorized"), json!("notFound")])
         );
         assert_eq!(users_asked(&registry), ["anonymous", "refused", "hidden"]);
         let text = answer.to_string();
-        assert!(!text.contains("-password"), "no credential in the answer: {text}");
+        assert!(
+            !text.contains("-password"),
+            "no credential in the answer: {text}"
+        );
     }
 
     #[tokio::test]

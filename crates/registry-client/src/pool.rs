@@ -114,9 +114,37 @@ impl RegistryState {
 /// A place a lookup writes the URL it is working on, for the time-out's text.
 pub type UrlSlot = Arc<Mutex<String>>;
 
+/// What a long-running user of the pool (the lookup broker) bounds that the test host does not
+/// need to: where connections may go, how long a connection may take, how many registries are
+/// remembered.
+#[derive(Clone, Default)]
+pub struct PoolOptions {
+    /// Resolves registry host names (the broker's refuses loopback, link-local and metadata
+    /// addresses); `None` for the system's resolver.
+    pub resolver: Option<Arc<dyn reqwest::dns::Resolve>>,
+    /// The longest a TCP connection may take to open; `None` for no limit.
+    pub connect_timeout: Option<std::time::Duration>,
+    /// How many registries' protocol decisions and challenges are kept; when one more comes,
+    /// all are forgotten (a Pod author chooses registry names). `None` for no limit.
+    pub max_registries: Option<usize>,
+    /// Says whether a URL may be requested at all (manifest, token realm, redirect target):
+    /// the resolver never sees IP literals, which a registry can put in a realm or a redirect.
+    /// `None` allows every URL.
+    pub allow_url: Option<UrlGuard>,
+}
+
+/// See [`PoolOptions::allow_url`].
+pub type UrlGuard = Arc<dyn Fn(&reqwest::Url) -> bool + Send + Sync>;
+
+/// The error of a request [`PoolOptions::allow_url`] refused.
+fn refused_url(url: &str) -> RegistryError {
+    OciDistributionError::GenericError(Some(format!("destination refused by policy: {url}"))).into()
+}
+
 /// The registry client shared by every lookup of the process.
 pub struct Pool {
     sources: Sources,
+    options: PoolOptions,
     clients: Mutex<HashMap<ClientKind, reqwest::Client>>,
     registries: Mutex<HashMap<String, Arc<RegistryState>>>,
     tokens: TokenCache,
@@ -140,8 +168,14 @@ struct Session<'p> {
 impl Pool {
     /// An empty pool for `sources`; nothing is built until a lookup needs it.
     pub fn new(sources: Sources) -> Self {
+        Self::with_options(sources, PoolOptions::default())
+    }
+
+    /// An empty pool for `sources`, bounded by `options`.
+    pub fn with_options(sources: Sources, options: PoolOptions) -> Self {
         Self {
             sources,
+            options,
             clients: Mutex::default(),
             registries: Mutex::default(),
             tokens: TokenCache::default(),
@@ -150,8 +184,24 @@ impl Pool {
 
     fn registry(&self, host: &str) -> Arc<RegistryState> {
         match self.registries.lock() {
-            Ok(mut map) => map.entry(host.to_owned()).or_default().clone(),
+            Ok(mut map) => {
+                if let Some(max) = self.options.max_registries {
+                    if map.len() >= max && !map.contains_key(host) {
+                        map.clear();
+                    }
+                }
+                map.entry(host.to_owned()).or_default().clone()
+            }
             Err(_) => Arc::default(),
+        }
+    }
+
+    /// Whether [`PoolOptions::allow_url`] lets `url` be requested (unparsable URLs are left to
+    /// reqwest, which refuses them).
+    fn allows(&self, url: &str) -> bool {
+        match (&self.options.allow_url, reqwest::Url::parse(url)) {
+            (Some(guard), Ok(url)) => guard(&url),
+            _ => true,
         }
     }
 
@@ -181,6 +231,23 @@ impl Pool {
             return Ok(client);
         }
         let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+        if let Some(resolver) = &self.options.resolver {
+            builder = builder.dns_resolver(resolver.clone());
+        }
+        if let Some(timeout) = self.options.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(guard) = self.options.allow_url.clone() {
+            builder = builder.redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= 10 {
+                    attempt.error("too many redirects")
+                } else if guard(attempt.url()) {
+                    attempt.follow()
+                } else {
+                    attempt.error("redirect destination refused by policy")
+                }
+            }));
+        }
         match &kind {
             ClientKind::SystemRoots => {}
             // no roots to load where nothing is verified
@@ -312,6 +379,9 @@ impl Pool {
         if let Some(service) = service {
             query.push(("service", service));
         }
+        if !self.allows(realm) {
+            return Authorization::None;
+        }
         let mut request = client.get(realm.as_str()).query(&query);
         if let RegistryAuth::Basic(u, p) = auth {
             request = request.basic_auth(u, Some(p));
@@ -385,6 +455,9 @@ impl Session<'_> {
         method: Method,
         accept: &[&str],
     ) -> Result<reqwest::Response, RegistryError> {
+        if !self.pool.allows(&self.url) {
+            return Err(refused_url(&self.url));
+        }
         let mut request = self
             .client
             .request(method, &self.url)

@@ -103,6 +103,9 @@ impl Challenge {
     }
 }
 
+/// The most tokens kept at once.
+const MAX_TOKENS: usize = 4096;
+
 /// Where a cached token may be used: one registry, one repository scope, one identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TokenKey {
@@ -147,8 +150,16 @@ impl TokenCache {
 
     /// Keep `token` for `key` for `ttl` (less a safety margin).
     pub fn insert(&self, key: TokenKey, token: String, ttl: Duration) {
-        let expires = Instant::now() + ttl.saturating_sub(EXPIRY_MARGIN);
+        let now = Instant::now();
+        let expires = now + ttl.saturating_sub(EXPIRY_MARGIN);
         if let Ok(mut tokens) = self.tokens.lock() {
+            // bounded: registries, repositories and credentials come from Pod authors
+            if tokens.len() >= MAX_TOKENS {
+                tokens.retain(|_, (_, expires)| *expires > now);
+                if tokens.len() >= MAX_TOKENS {
+                    tokens.clear();
+                }
+            }
             tokens.insert(key, (token, expires));
         }
     }

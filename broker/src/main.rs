@@ -1,0 +1,219 @@
+//! resolvable-images-broker: answers the policy server's manifest lookups with a namespace's
+//! pull secrets, the kubelet's way, so that the stock Kubewarden policy server can check
+//! private images (README.md; the encoding is docs/broker-encoding.md).
+
+mod attempts;
+mod caller;
+mod cluster;
+mod destinations;
+mod metrics;
+mod server;
+mod service;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use registry_client::pool::{Pool, PoolOptions};
+use registry_client::sources::Sources;
+
+use crate::cluster::{ApiServer, Cluster};
+use crate::destinations::{Destinations, Network};
+use crate::metrics::Metrics;
+use crate::service::{Broker, Limits};
+
+/// The broker's command line; every option also reads an environment variable.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Where the distribution API listens.
+    #[arg(long, env = "BROKER_LISTEN", default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// Where `/metrics`, `/readyz` and `/healthz` listen (plain HTTP).
+    #[arg(long, env = "BROKER_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    metrics_listen: SocketAddr,
+    /// The TLS certificate chain (PEM). Without it and --tls-key, plain HTTP, on loopback only.
+    #[arg(long, env = "BROKER_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long, env = "BROKER_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// A directory with `username` and `password`: the caller credential the policy server
+    /// holds for the broker's host (a mounted `kubernetes.io/basic-auth` Secret).
+    #[arg(long, env = "BROKER_CALLER_DIR")]
+    caller_dir: PathBuf,
+    /// The API server's URL; in-cluster configuration when absent.
+    #[arg(long, env = "BROKER_APISERVER")]
+    apiserver: Option<String>,
+    /// The API server's bearer token file (with --apiserver).
+    #[arg(long, env = "BROKER_APISERVER_TOKEN_FILE")]
+    apiserver_token_file: Option<PathBuf>,
+    /// The API server's CA (PEM; with --apiserver).
+    #[arg(long, env = "BROKER_APISERVER_CA_FILE")]
+    apiserver_ca_file: Option<PathBuf>,
+    /// A `sources.yaml` for registries (insecure sources, extra CAs), as the policy server's.
+    #[arg(long, env = "BROKER_SOURCES")]
+    sources: Option<PathBuf>,
+    /// The broker's own host names (`host[:port]`), never looked up; repeat for each.
+    #[arg(long = "own-host", env = "BROKER_OWN_HOSTS", value_delimiter = ',')]
+    own_hosts: Vec<String>,
+    /// Networks (CIDR) never connected to, beyond the defaults (loopback, link-local,
+    /// unspecified, metadata).
+    #[arg(
+        long = "deny-destination",
+        env = "BROKER_DENY_DESTINATIONS",
+        value_delimiter = ','
+    )]
+    deny_destinations: Vec<String>,
+    /// Networks (CIDR) allowed although denied (tests allow 127.0.0.0/8 explicitly).
+    #[arg(
+        long = "allow-destination",
+        env = "BROKER_ALLOW_DESTINATIONS",
+        value_delimiter = ','
+    )]
+    allow_destinations: Vec<String>,
+    /// One registry request, per credential (ms).
+    #[arg(long, env = "BROKER_ATTEMPT_TIMEOUT_MS", default_value_t = 1500)]
+    attempt_timeout_ms: u64,
+    /// A whole lookup, every credential included (ms): keep it under the policy's budget.
+    #[arg(long, env = "BROKER_LOOKUP_TIMEOUT_MS", default_value_t = 2500)]
+    lookup_timeout_ms: u64,
+    /// Opening a connection (ms).
+    #[arg(long, env = "BROKER_CONNECT_TIMEOUT_MS", default_value_t = 1000)]
+    connect_timeout_ms: u64,
+    /// Lookups in flight in the whole broker.
+    #[arg(long, env = "BROKER_MAX_CONCURRENT", default_value_t = 64)]
+    max_concurrent: usize,
+    /// Lookups in flight to one registry.
+    #[arg(long, env = "BROKER_MAX_PER_REGISTRY", default_value_t = 8)]
+    max_per_registry: usize,
+    /// Registries whose state is kept at once.
+    #[arg(long, env = "BROKER_MAX_REGISTRIES", default_value_t = 1024)]
+    max_registries: usize,
+    /// After a registry let a lookup time out, how long its lookups fail at once (s).
+    #[arg(long, env = "BROKER_SILENT_BACKOFF_SECONDS", default_value_t = 30)]
+    silent_backoff_seconds: u64,
+    /// How long Secrets and ServiceAccounts are cached (s).
+    #[arg(long, env = "BROKER_CACHE_SECONDS", default_value_t = 10)]
+    cache_seconds: u64,
+}
+
+fn networks(list: &[String]) -> Result<Vec<Network>, String> {
+    list.iter().map(|n| Network::parse(n)).collect()
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    registry_client::install_tls_provider();
+    let caller = caller::Caller::from_dir(&args.caller_dir)?;
+    let api = match args.apiserver {
+        Some(url) => ApiServer {
+            url,
+            token_file: args.apiserver_token_file,
+            ca_file: args.apiserver_ca_file,
+        },
+        None => ApiServer::in_cluster()?,
+    };
+    let attempt_timeout = Duration::from_millis(args.attempt_timeout_ms);
+    let cluster = Cluster::new(
+        api,
+        Duration::from_secs(args.cache_seconds),
+        attempt_timeout,
+    )?;
+    let sources = match &args.sources {
+        Some(path) => Sources::from_path(path).map_err(|e| format!("{e:#}"))?,
+        None => Sources::default(),
+    };
+    let mut denied = destinations::default_denied();
+    denied.extend(networks(&args.deny_destinations)?);
+    let destinations = Arc::new(Destinations::new(
+        denied,
+        networks(&args.allow_destinations)?,
+        args.own_hosts,
+    ));
+    let guard = destinations.clone();
+    let pool = Pool::with_options(
+        sources,
+        PoolOptions {
+            resolver: Some(destinations.resolver()),
+            connect_timeout: Some(Duration::from_millis(args.connect_timeout_ms)),
+            max_registries: Some(args.max_registries),
+            allow_url: Some(Arc::new(move |url| guard.allows_url(url))),
+        },
+    );
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls_acceptor(cert, key)?),
+        _ if server::plain_http_allowed(&args.listen) => None,
+        _ => {
+            return Err(
+                "plain HTTP is served on loopback only: give --tls-cert and --tls-key".into(),
+            )
+        }
+    };
+    let metrics = Arc::new(Metrics::default());
+    let limits = Limits {
+        attempt_timeout,
+        lookup_timeout: Duration::from_millis(args.lookup_timeout_ms),
+        max_concurrent: args.max_concurrent.max(1),
+        max_per_registry: args.max_per_registry.max(1),
+        max_registries: args.max_registries.max(1),
+        silent_backoff: Duration::from_secs(args.silent_backoff_seconds),
+    };
+    let broker = Arc::new(Broker::new(
+        caller,
+        cluster,
+        pool,
+        destinations,
+        metrics.clone(),
+        limits,
+    ));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_listen))?;
+    let (address, metrics_address) = (
+        listener.local_addr().map_err(|e| e.to_string())?,
+        metrics_listener.local_addr().map_err(|e| e.to_string())?,
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "msg": "listening",
+            "address": address.to_string(),
+            "metricsAddress": metrics_address.to_string(),
+            "tls": tls.is_some(),
+        })
+    );
+    metrics.set_ready();
+    tokio::select! {
+        _ = server::serve(listener, tls, broker) => {}
+        _ = server::serve_metrics(metrics_listener, metrics) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("resolvable-images-broker: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("resolvable-images-broker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Prometheus metrics (text exposition format, written by hand: a few counters need no
+//! library) and readiness.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The outcomes a lookup is counted under.
+pub const OUTCOMES: [&str; 7] = [
+    "found",
+    "notFound",
+    "unauthorized",
+    "unreachable",
+    "invalid",
+    "refusedDestination",
+    "overloaded",
+];
+/// The results an upstream attempt is counted under.
+pub const ATTEMPTS: [&str; 4] = ["found", "notFound", "refused", "failed"];
+/// Upper bounds (seconds) of the lookup duration histogram.
+const BUCKETS: [f64; 8] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// The broker's counters.
+#[derive(Default)]
+pub struct Metrics {
+    ready: AtomicBool,
+    lookups: [AtomicU64; OUTCOMES.len()],
+    attempts: [AtomicU64; ATTEMPTS.len()],
+    callers_refused: AtomicU64,
+    in_flight: AtomicU64,
+    buckets: [AtomicU64; BUCKETS.len()],
+    duration_micros: AtomicU64,
+}
+
+impl Metrics {
+    /// Marks the broker ready (listening, caller credential and API access configured).
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether `/readyz` says ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Counts a finished lookup.
+    pub fn lookup(&self, outcome: &str, seconds: f64) {
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.lookups[i].fetch_add(1, Ordering::Relaxed);
+        }
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.duration_micros
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Counts an upstream attempt.
+    pub fn attempt(&self, result: &str) {
+        if let Some(i) = ATTEMPTS.iter().position(|o| *o == result) {
+            self.attempts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a request without the caller credential.
+    pub fn caller_refused(&self) {
+        self.callers_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A lookup started; the guard counts it finished when dropped.
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self)
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        out.push_str("# HELP broker_lookups_total Lookups answered, by outcome.\n# TYPE broker_lookups_total counter\n");
+        for (i, o) in OUTCOMES.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "broker_lookups_total{{outcome=\"{o}\"}} {}",
+                get(&self.lookups[i])
+            );
+        }
+        out.push_str("# HELP broker_upstream_attempts_total Registry attempts (one per credential tried), by result.\n# TYPE broker_upstream_attempts_total counter\n");
+        for (i, r) in ATTEMPTS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "broker_upstream_attempts_total{{result=\"{r}\"}} {}",
+                get(&self.attempts[i])
+            );
+        }
+        out.push_str("# HELP broker_callers_refused_total Requests without the caller credential.\n# TYPE broker_callers_refused_total counter\n");
+        let _ = writeln!(
+            out,
+            "broker_callers_refused_total {}",
+            get(&self.callers_refused)
+        );
+        out.push_str("# HELP broker_lookups_in_flight Lookups being answered.\n# TYPE broker_lookups_in_flight gauge\n");
+        let _ = writeln!(out, "broker_lookups_in_flight {}", get(&self.in_flight));
+        out.push_str("# HELP broker_lookup_duration_seconds Time to answer a lookup.\n# TYPE broker_lookup_duration_seconds histogram\n");
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "broker_lookup_duration_seconds_bucket{{le=\"{bound}\"}} {}",
+                get(&self.buckets[i])
+            );
+        }
+        let count: u64 = self.lookups.iter().map(get).sum();
+        let _ = writeln!(
+            out,
+            "broker_lookup_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "broker_lookup_duration_seconds_sum {}",
+            get(&self.duration_micros) as f64 / 1e6
+        );
+        let _ = writeln!(out, "broker_lookup_duration_seconds_count {count}");
+        out
+    }
+}
+
+/// Counts one lookup in flight while alive.
+pub struct InFlight<'m>(&'m Metrics);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_a_consistent_histogram() {
+        let m = Metrics::default();
+        m.lookup("found", 0.02);
+        m.lookup("notFound", 3.0);
+        m.attempt("refused");
+        {
+            let _guard = m.in_flight();
+            assert!(m.render().contains("broker_lookups_in_flight 1\n"));
+        }
+        let text = m.render();
+        assert!(
+            text.contains("broker_lookups_total{outcome=\"found\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("broker_lookups_total{outcome=\"notFound\"} 1\n"));
+        assert!(text.contains("broker_upstream_attempts_total{result=\"refused\"} 1\n"));
+        assert!(text.contains("broker_lookup_duration_seconds_bucket{le=\"0.05\"} 1\n"));
+        assert!(text.contains("broker_lookup_duration_seconds_bucket{le=\"5\"} 2\n"));
+        assert!(text.contains("broker_lookup_duration_seconds_count 2\n"));
+        assert!(text.contains("broker_lookups_in_flight 0\n"));
+    }
+}

@@ -1,0 +1,517 @@
+//! One request, from the caller's credential to the answer: decode the name, check the
+//! destination, take the concurrency permits, read the pull secrets, run the credential loop
+//! against the real registry, answer with its status and digest, and log one line.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use broker_reference::{BrokeredName, Credentials, ManifestReference};
+use oci_client::secrets::RegistryAuth;
+use oci_client::Reference;
+use registry_client::pool::{Pool, UrlSlot, MANIFEST_MEDIA_TYPES};
+use resolvable_images_policy::credentials::Credential;
+use serde_json::json;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant as Deadline;
+
+use crate::attempts::{self, Attempt, Found, Outcome};
+use crate::caller::Caller;
+use crate::cluster::Cluster;
+use crate::destinations::Destinations;
+use crate::metrics::Metrics;
+
+/// The limits of a broker; every one bounds something a Pod author can influence.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// One registry request (with its token request), per credential.
+    pub attempt_timeout: Duration,
+    /// A whole lookup, every credential included; keep it under the policy's `timeBudgetMs`.
+    pub lookup_timeout: Duration,
+    /// Lookups in flight in the whole broker.
+    pub max_concurrent: usize,
+    /// Lookups in flight to one registry, so a silent registry cannot take every slot.
+    pub max_per_registry: usize,
+    /// Registries whose state (limits, protocol, challenges) is kept at once.
+    pub max_registries: usize,
+    /// After a registry let an attempt time out, how long its lookups fail at once instead of
+    /// waiting again: a silent registry costs one time-out per period, not one per lookup
+    /// (the stock policy server holds one lock for all lookups while it waits).
+    pub silent_backoff: Duration,
+}
+
+/// What the broker keeps per registry: its concurrency limit and whether it went silent.
+struct Gate {
+    slots: Arc<Semaphore>,
+    silent_until: Mutex<Option<Instant>>,
+}
+
+impl Gate {
+    fn silent(&self) -> bool {
+        self.silent_until
+            .lock()
+            .ok()
+            .and_then(|until| *until)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    fn went_silent(&self, backoff: Duration) {
+        if let Ok(mut until) = self.silent_until.lock() {
+            *until = Some(Instant::now() + backoff);
+        }
+    }
+}
+
+/// An HTTP answer, independent of the server library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// Headers beyond `Content-Length`.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body (dropped by the server for `HEAD`).
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(status: u16, body: serde_json::Value) -> Self {
+        Answer {
+            status,
+            headers: vec![("Content-Type", "application/json".into())],
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// An OCI error envelope with one error.
+    pub fn error(status: u16, code: &str, message: &str) -> Self {
+        Answer::json(
+            status,
+            json!({"errors": [{"code": code, "message": message, "detail": null}]}),
+        )
+    }
+}
+
+/// The broker: configuration, shared clients and state.
+pub struct Broker {
+    /// Who may ask.
+    pub caller: Caller,
+    /// Where pull secrets come from.
+    pub cluster: Cluster,
+    /// The registry client.
+    pub pool: Pool,
+    /// Where requests may go.
+    pub destinations: Arc<Destinations>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Limits.
+    pub limits: Limits,
+    total: Arc<Semaphore>,
+    per_registry: Mutex<HashMap<String, Arc<Gate>>>,
+}
+
+/// What the log line of a lookup says (names only, never secret content).
+struct LogLine {
+    method: &'static str,
+    name: Option<BrokeredName>,
+    reference: String,
+    outcome: &'static str,
+    status: u16,
+    matched: Option<usize>,
+    attempts: Vec<&'static str>,
+    served_by: Option<usize>,
+    skipped: Vec<String>,
+    reason: Option<String>,
+}
+
+impl Broker {
+    /// A broker with these parts.
+    pub fn new(
+        caller: Caller,
+        cluster: Cluster,
+        pool: Pool,
+        destinations: Arc<Destinations>,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+    ) -> Self {
+        Broker {
+            caller,
+            cluster,
+            pool,
+            destinations,
+            metrics,
+            total: Arc::new(Semaphore::new(limits.max_concurrent)),
+            per_registry: Mutex::default(),
+            limits,
+        }
+    }
+
+    /// Answers one request of the distribution API.
+    pub async fn handle(&self, method: &str, path: &str, authorization: Option<&[u8]>) -> Answer {
+        if !self.caller.admits(authorization) {
+            self.metrics.caller_refused();
+            let mut answer = Answer::error(
+                401,
+                "UNAUTHORIZED",
+                "the lookup broker answers only the policy server's credential",
+            );
+            answer.headers.push((
+                "WWW-Authenticate",
+                "Basic realm=\"resolvable-images-broker\"".into(),
+            ));
+            return answer;
+        }
+        let method = match method {
+            "GET" => "GET",
+            "HEAD" => "HEAD",
+            _ => return Answer::error(405, "UNSUPPORTED", "the lookup broker is read-only"),
+        };
+        if path == "/v2/" || path == "/v2" {
+            let mut answer = Answer::json(200, json!({}));
+            answer
+                .headers
+                .push(("Docker-Distribution-API-Version", "registry/2.0".into()));
+            return answer;
+        }
+        let Some((name, reference)) = path
+            .strip_prefix("/v2/")
+            .and_then(|rest| rest.rsplit_once("/manifests/"))
+        else {
+            return Answer::error(
+                404,
+                "UNSUPPORTED",
+                "the lookup broker answers manifest lookups only",
+            );
+        };
+        let started = Instant::now();
+        let _in_flight = self.metrics.in_flight();
+        let (answer, line) = self.lookup(method, name, reference).await;
+        let took = started.elapsed();
+        self.metrics.lookup(line.outcome, took.as_secs_f64());
+        log(&line, took);
+        answer
+    }
+
+    async fn lookup(&self, method: &'static str, name: &str, reference: &str) -> (Answer, LogLine) {
+        let mut line = LogLine {
+            method,
+            name: None,
+            reference: String::new(),
+            outcome: "invalid",
+            status: 400,
+            matched: None,
+            attempts: Vec::new(),
+            served_by: None,
+            skipped: Vec::new(),
+            reason: None,
+        };
+        let decoded =
+            BrokeredName::decode(name).and_then(|n| Ok((n, ManifestReference::parse(reference)?)));
+        let (name, reference) = match decoded {
+            Ok(decoded) => decoded,
+            Err(refusal) => {
+                line.reason = Some(refusal.to_string());
+                let message = format!("not a lookup the broker can decode: {refusal}");
+                return (Answer::error(400, "NAME_INVALID", &message), line);
+            }
+        };
+        line.name = Some(name.clone());
+        line.reference = reference.as_str().to_owned();
+        let registry = name.registry.clone();
+        if let Some(reason) = self.destinations.refuses_registry(&registry) {
+            line.outcome = "refusedDestination";
+            let message = format!("the lookup broker does not ask {registry}: {reason}");
+            line.reason = Some(reason);
+            return (Answer::error(400, "UNSUPPORTED", &message), line);
+        }
+        let deadline = Deadline::now() + self.limits.lookup_timeout;
+        let Some(gate) = self.gate(&registry) else {
+            line.outcome = "overloaded";
+            line.status = 503;
+            let message =
+                format!("the lookup broker is following too many registries to add {registry}");
+            return (Answer::error(503, "UNAVAILABLE", &message), line);
+        };
+        if gate.silent() {
+            line.outcome = "unreachable";
+            line.status = 503;
+            let reason = format!(
+                "{registry} let a lookup time out in the last {} s; not asked again yet",
+                self.limits.silent_backoff.as_secs()
+            );
+            let message = format!("{registry} gave no definitive answer: {reason}");
+            line.reason = Some(reason);
+            return (Answer::error(503, "UNAVAILABLE", &message), line);
+        }
+        let Some(_permits) = self.permits(&gate, deadline).await else {
+            line.outcome = "overloaded";
+            line.status = 503;
+            let message =
+                format!("the lookup broker is at its limit of concurrent lookups to {registry}");
+            return (Answer::error(503, "UNAVAILABLE", &message), line);
+        };
+        let secrets = tokio::time::timeout_at(
+            deadline,
+            self.cluster
+                .pull_secrets(&name.namespace, &name.credentials),
+        )
+        .await
+        .unwrap_or_else(|_| Err("the API server did not answer in time".into()));
+        let secrets = match secrets {
+            Ok(secrets) => secrets,
+            Err(reason) => {
+                line.outcome = "unreachable";
+                line.status = 503;
+                let message = format!(
+                    "the lookup broker could not read the pull secrets of namespace {}: {reason}",
+                    name.namespace
+                );
+                line.reason = Some(reason);
+                return (Answer::error(503, "UNAVAILABLE", &message), line);
+            }
+        };
+        line.skipped = secrets.skipped;
+        let image = format!("{}/{}", name.registry, name.repository);
+        let credentials: Vec<Credential> = secrets
+            .keyring
+            .lookup(&image)
+            .into_iter()
+            .cloned()
+            .collect();
+        line.matched = Some(credentials.len());
+        let upstream = match &reference {
+            ManifestReference::Tag(tag) => {
+                Reference::with_tag(registry.clone(), name.repository.clone(), tag.clone())
+            }
+            ManifestReference::Digest(digest) => {
+                Reference::with_digest(registry.clone(), name.repository.clone(), digest.clone())
+            }
+        };
+        let get = method == "GET";
+        let (outcome, results) = attempts::run(credentials, |_, credential| {
+            self.attempt(&upstream, credential.as_ref().map(auth_of), get, deadline)
+        })
+        .await;
+        if results
+            .iter()
+            .any(|r| matches!(r, Attempt::Failed(reason) if reason.starts_with(NO_ANSWER)))
+        {
+            gate.went_silent(self.limits.silent_backoff);
+        }
+        line.attempts = results.iter().map(Attempt::word).collect();
+        for result in &results {
+            self.metrics.attempt(result.word());
+        }
+        line.outcome = outcome.word();
+        let answer = match outcome {
+            Outcome::Found { index, found } => {
+                line.served_by = Some(index);
+                found_answer(found)
+            }
+            Outcome::NotFound { envelope } => Answer {
+                status: 404,
+                headers: vec![("Content-Type", "application/json".into())],
+                body: envelope
+                    .unwrap_or_else(|| {
+                        json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
+                            .to_string()
+                    })
+                    .into_bytes(),
+            },
+            Outcome::Unauthorized => Answer::error(
+                403,
+                "DENIED",
+                // oci-client shows only the message: it starts with the word clients classify by
+                &format!(
+                    "denied: {registry} refused every credential the pod's pull secrets give it ({})",
+                    describe(&name.credentials)
+                ),
+            ),
+            Outcome::Unreachable { reason } => {
+                let message = format!("{registry} gave no definitive answer: {reason}");
+                line.reason = Some(reason);
+                Answer::error(503, "UNAVAILABLE", &message)
+            }
+        };
+        line.status = answer.status;
+        (answer, line)
+    }
+
+    /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out
+    /// and the lookup's deadline.
+    async fn attempt(
+        &self,
+        reference: &Reference,
+        auth: Option<RegistryAuth>,
+        get: bool,
+        deadline: Deadline,
+    ) -> Attempt {
+        let auth = auth.unwrap_or(RegistryAuth::Anonymous);
+        let until = deadline.min(Deadline::now() + self.limits.attempt_timeout);
+        let slot = UrlSlot::default();
+        let work = async {
+            if get {
+                self.pool
+                    .manifest_raw(reference, &auth, MANIFEST_MEDIA_TYPES, &slot)
+                    .await
+                    .map(|(body, digest)| {
+                        let media_type = media_type_of(&body);
+                        Found {
+                            manifest: Some((body, media_type)),
+                            digest,
+                        }
+                    })
+            } else {
+                self.pool
+                    .manifest_digest(reference, &auth, &slot)
+                    .await
+                    .map(|digest| Found {
+                        digest,
+                        manifest: None,
+                    })
+            }
+        };
+        match tokio::time::timeout_at(until, work).await {
+            Ok(Ok(found)) => Attempt::Found(found),
+            Ok(Err(error)) => attempts::classify(&error),
+            Err(_) if until < deadline => Attempt::Failed(format!(
+                "{NO_ANSWER} within {} ms",
+                self.limits.attempt_timeout.as_millis()
+            )),
+            Err(_) => Attempt::Failed(format!(
+                "{NO_ANSWER} within the lookup's {} ms",
+                self.limits.lookup_timeout.as_millis()
+            )),
+        }
+    }
+
+    /// The gate of `registry`, made on first use; `None` when the broker already follows
+    /// `max_registries` registries that are all busy.
+    fn gate(&self, registry: &str) -> Option<Arc<Gate>> {
+        let mut map = self.per_registry.lock().ok()?;
+        if map.len() >= self.limits.max_registries && !map.contains_key(registry) {
+            // forget idle registries that are not silent; busy ones keep their limit
+            map.retain(|_, g| {
+                g.slots.available_permits() < self.limits.max_per_registry || g.silent()
+            });
+            if map.len() >= self.limits.max_registries {
+                return None;
+            }
+        }
+        Some(
+            map.entry(registry.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Gate {
+                        slots: Arc::new(Semaphore::new(self.limits.max_per_registry)),
+                        silent_until: Mutex::new(None),
+                    })
+                })
+                .clone(),
+        )
+    }
+
+    /// A slot for the registry of `gate` and one in the whole broker, waiting at most until
+    /// `deadline`.
+    async fn permits(
+        &self,
+        gate: &Gate,
+        deadline: Deadline,
+    ) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+        let registry_permit = tokio::time::timeout_at(deadline, gate.slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()?;
+        let total_permit = tokio::time::timeout_at(deadline, self.total.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()?;
+        Some((registry_permit, total_permit))
+    }
+}
+
+/// How the reason of an attempt that timed out starts.
+const NO_ANSWER: &str = "no answer";
+
+fn found_answer(found: Found) -> Answer {
+    let mut headers = vec![
+        ("Docker-Content-Digest", found.digest),
+        ("Docker-Distribution-API-Version", "registry/2.0".into()),
+    ];
+    let body = match found.manifest {
+        Some((body, media_type)) => {
+            headers.push(("Content-Type", media_type));
+            body
+        }
+        None => Vec::new(),
+    };
+    Answer {
+        status: 200,
+        headers,
+        body,
+    }
+}
+
+/// The manifest's own `mediaType`, else what its shape says.
+fn media_type_of(body: &[u8]) -> String {
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    match value.get("mediaType").and_then(|m| m.as_str()) {
+        Some(media_type) => media_type.to_owned(),
+        None if value.get("manifests").is_some() => {
+            oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE.into()
+        }
+        None => oci_client::manifest::OCI_IMAGE_MEDIA_TYPE.into(),
+    }
+}
+
+/// The registry client's authorization for a keyring credential: a registry token as a
+/// bearer token, else username and password.
+fn auth_of(credential: &Credential) -> RegistryAuth {
+    match credential.registry_token() {
+        Some(token) if !token.is_empty() => RegistryAuth::Bearer(token.to_owned()),
+        _ => RegistryAuth::Basic(
+            credential.username().to_owned(),
+            credential.password().to_owned(),
+        ),
+    }
+}
+
+/// Which credentials, by name, for messages.
+fn describe(credentials: &Credentials) -> String {
+    match credentials {
+        Credentials::PullSecrets(names) if names.is_empty() => "no pull secrets".into(),
+        Credentials::PullSecrets(names) => format!("pull secrets {}", names.join(", ")),
+        Credentials::ServiceAccount(name) => format!("the pull secrets of ServiceAccount {name}"),
+    }
+}
+
+/// One structured line per lookup, on stdout.
+fn log(line: &LogLine, took: Duration) {
+    let (namespace, credentials, registry, repository) = match &line.name {
+        Some(n) => (
+            n.namespace.as_str(),
+            describe(&n.credentials),
+            n.registry.as_str(),
+            n.repository.as_str(),
+        ),
+        None => ("", String::new(), "", ""),
+    };
+    println!(
+        "{}",
+        json!({
+            "msg": "lookup",
+            "method": line.method,
+            "namespace": namespace,
+            "credentials": credentials,
+            "registry": registry,
+            "repository": repository,
+            "reference": line.reference,
+            "outcome": line.outcome,
+            "status": line.status,
+            "credentialsMatched": line.matched,
+            "attempts": line.attempts,
+            "servedBy": line.served_by,
+            "skippedSecrets": line.skipped,
+            "reason": line.reason,
+            "ms": took.as_millis() as u64,
+        })
+    );
+}

@@ -1,0 +1,241 @@
+#!/usr/bin/env bats
+# The lookup broker (broker/, docs/broker.md) on the real stock policy-server: the policy
+# rewrites lookups that need a pod's pull secrets to the broker, which looks the real image up
+# with the namespace's secrets (read from the fake API server) the kubelet's way. Real
+# registries: htpasswd docker-registry, and the per-user fake for two credentials and a silent
+# registry. Skips loudly without ../shared/tools/policy-server (or $POLICY_SERVER).
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  load lib/common
+  load lib/per_user_registry
+  load lib/broker
+  policy_server_bin >/dev/null || return 0
+  [[ "$E2E_HOST" != kwctl ]] || return 0
+  [[ -x "$(broker_bin)" ]] || { echo "no broker binary at $(broker_bin): make broker" >&2; return 1; }
+  [[ -f "$POLICY_WASM" ]] || { echo "no policy at $POLICY_WASM" >&2; return 1; }
+
+  registry_start auth
+  push_image "$(build_image private)" auth private/app:v1
+  per_user_registry_start pur --image team/app:v1 alice=sees:team/app bob=404 carol=401
+  per_user_registry_start silent --image slow/app:v1 erin=hang dave=sees:slow/app
+
+  local cluster
+  cluster=$(write_cluster_dir broker)
+  {
+    pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-a pur-bob "$REG_PUR" "$(pur_user bob)" "$(pur_password bob)"
+    pull_secret_yaml team-a pur-alice "$REG_PUR" "$(pur_user alice)" "$(pur_password alice)"
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: builder" \
+      "  namespace: team-a" "imagePullSecrets:" "  - name: regcred"
+    pull_secret_yaml team-b regcred "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-b slow "$REG_SILENT" "$(pur_user erin)" "$(pur_password erin)"
+    pull_secret_yaml kube-system admin "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: default" \
+      "  namespace: kube-system"
+  } | cluster_add "$cluster" 10-secrets.yaml
+  BROKER_KUBECONFIG=$(apiserver_serve "$cluster")
+  local api_port
+  api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
+
+  local sources
+  sources=$(write_sources_yaml broker-upstream --insecure "$REG_AUTH" --insecure "$REG_PUR" --insecure "$REG_SILENT")
+  broker_start broker --apiserver-port "$api_port" --sources "$sources" \
+    --attempt-timeout-ms 700 --lookup-timeout-ms 900 --silent-backoff-seconds 60
+
+  BROKER_PS_SOURCES=$(write_sources_yaml broker-ps --insecure "$REG_AUTH" --insecure "$REG_PUR" \
+    --insecure "$REG_SILENT" --insecure "$BROKER_ADDR")
+  BROKER_POLICIES="$(e2e_workdir)/broker-policies.yml"
+  broker_policies "$BROKER_POLICIES" \
+    brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\"}, \"timeBudgetMs\": 3000}" \
+    all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\"}, \"timeBudgetMs\": 3000}" \
+    direct '{"timeBudgetMs": 3000}'
+  export BROKER_KUBECONFIG BROKER_PS_SOURCES BROKER_POLICIES
+  broker_policy_server_start ps "$BROKER_POLICIES" \
+    "$(write_docker_config broker-caller "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
+    "$BROKER_PS_SOURCES" "$BROKER_KUBECONFIG"
+}
+
+teardown_file() { load lib/common; scenario_teardown_file; }
+
+setup() {
+  load lib/common
+  load lib/per_user_registry
+  load lib/broker
+  policy_server_bin >/dev/null ||
+    skip "no policy-server (../shared/tools/policy-server or \$POLICY_SERVER): the broker suite needs the real one"
+  [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=policy-host)"
+}
+
+# pod NAMESPACE IMAGE [SECRET...]: a Pod request in NAMESPACE whose app container runs IMAGE
+# (the other containers removed), with these imagePullSecrets; prints its path.
+pod() {
+  local ns=$1 image=$2 req secrets
+  shift 2
+  req=$(request_with_images pod-create.json "app=$image" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" "$ns"
+  secrets=$(printf '%s\n' "$@" | jq -R 'select(length > 0) | {name: .}' | jq -cs .)
+  request_edit_pod_spec "$req" ".imagePullSecrets = $secrets"
+  printf '%s\n' "$req"
+}
+
+# no_broker_in_messages: the answer names no broker address nor encoded name.
+no_broker_in_messages() {
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r1/"* ]] || _fail_with "the broker leaked into a message"
+}
+
+@test "broker: a private image covered by the namespace's pull secret is found" {
+  req=$(pod team-a "$REG_AUTH/private/app:v1" regcred)
+  output=$(broker_validate ps brokered "$req")
+  assert_allowed
+  assert_warning_count 0
+  broker_lookups_of team-a | jq -se --arg r "$REG_AUTH" 'any(.[]; .registry == $r and .outcome == "found" and .servedBy == 0)' >/dev/null ||
+    _fail_with "the broker did not find it: $(cat "$BROKER_LOG")"
+  # without the broker, the stock server's own credentials cannot see it
+  output=$(broker_validate ps direct "$req")
+  assert_allowed
+  assert_warning_contains "app" "$REG_AUTH"
+}
+
+@test "broker: a missing tag there is denied as absent, naming the real registry" {
+  req=$(pod team-a "$REG_AUTH/private/app:v9" regcred)
+  output=$(broker_validate ps brokered "$req")
+  assert_rejected
+  assert_message_contains "container \"app\"" "$REG_AUTH/private/app:v9" "$REG_AUTH"
+  no_broker_in_messages
+}
+
+@test "broker: a pod whose pull secret is wrong gets the unauthorized verdict" {
+  req=$(pod team-b "$REG_AUTH/private/app:v1" regcred)
+  output=$(broker_validate ps brokered "$req")
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "app" "$REG_AUTH" "refused"
+  no_broker_in_messages
+  broker_lookups_of team-b | jq -se 'any(.[]; .outcome == "unauthorized")' >/dev/null || _fail_with "no unauthorized lookup"
+}
+
+@test "broker: two pull secrets where only the second sees the image: found, in the kubelet's order" {
+  req=$(pod team-a "$REG_PUR/team/app:v1" pur-bob pur-alice)
+  output=$(broker_validate ps brokered "$req")
+  assert_allowed
+  assert_warning_count 0
+  # (an anonymous first request learns the registry's challenge)
+  local users
+  users=$(per_user_registry_users pur | grep -vx anonymous | tr '\n' ' ')
+  [[ "$users" == "bob alice " ]] || _fail_with "expected bob then alice, got: $users"
+}
+
+@test "broker: a template without secrets uses its ServiceAccount's" {
+  req=$(request_with_images deployment-create.json "app=$REG_AUTH/private/app:v1" sidecar.remove init-schema.remove)
+  request_edit_pod_spec "$req" '.serviceAccountName = "builder"'
+  output=$(broker_validate ps brokered "$req")
+  assert_allowed
+  assert_warning_count 0
+  broker_lookups_of team-a | jq -se 'any(.[]; .credentials | contains("ServiceAccount builder"))' >/dev/null ||
+    _fail_with "no lookup with the ServiceAccount's secrets"
+}
+
+@test "broker: a policy server without the broker credential, or with a wrong one: a warning, never a denial" {
+  local docker name
+  for name in nocred wrongcred; do
+    if [[ $name == nocred ]]; then
+      docker=$(write_docker_config "$name" "127.0.0.1:1" nobody nothing)
+    else
+      docker=$(write_docker_config "$name" "$BROKER_ADDR" "$BROKER_CALLER_USER" "wrong-$BROKER_CALLER_PASSWORD")
+    fi
+    broker_policy_server_start "ps-$name" "$BROKER_POLICIES" "$docker" "$BROKER_PS_SOURCES" "$BROKER_KUBECONFIG"
+    # a missing tag: with the credential it is denied (above); without, only not checked
+    req=$(pod team-a "$REG_AUTH/private/app:v9" regcred)
+    output=$(broker_validate "ps-$name" brokered "$req")
+    assert_allowed
+    assert_warning_contains "app" "lookup broker refused the policy server" "$REG_AUTH"
+    registry_stop "ps-$name"
+  done
+}
+
+@test "broker: a silent registry costs the policy's warning within its budget; healthy lookups keep their latency" {
+  local healthy other silent start took
+  healthy=$(pod team-a "$REG_PUR/team/app:v1" pur-alice)
+  other=$(pod team-a "$REG_AUTH/private/app:v1" regcred)
+  silent=$(pod team-b "$REG_SILENT/slow/app:v1" slow)
+  start=$(date +%s%N)
+  output=$(broker_validate ps brokered "$silent")
+  took=$((($(date +%s%N) - start) / 1000000))
+  assert_allowed
+  assert_warning_contains "app" "registry unreachable" "$REG_SILENT"
+  ((took < 3000)) || _fail_with "the silent registry took $took ms, over timeBudgetMs"
+  # p50 of 15 healthy lookups while BACKGROUND is asked every 100 ms: the same load with a
+  # healthy background request, then with the silent registry's
+  healthy_p50() {
+    local background=$1 stop="$BATS_TEST_TMPDIR/stop-$2" i start
+    local -a times=()
+    (while [[ ! -e "$stop" ]]; do broker_validate ps brokered "$background" >/dev/null; sleep 0.1; done) 3>&- &
+    local loop=$!
+    for i in $(seq 15); do
+      start=$(date +%s%N); broker_validate ps brokered "$healthy" >/dev/null
+      times+=($((($(date +%s%N) - start) / 1000000)))
+    done
+    touch "$stop"; wait "$loop" || true
+    printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+  }
+  local p50_base p50_during
+  p50_base=$(healthy_p50 "$other" base)
+  p50_during=$(healthy_p50 "$silent" during)
+  echo "healthy p50 with a healthy registry asked alongside: $p50_base ms; with the silent one: $p50_during ms" >&3
+  # 1.5x, with 20 ms of slack for a shared machine's noise at these small figures
+  ((p50_during * 2 <= p50_base * 3 || p50_during <= p50_base + 20)) ||
+    _fail_with "healthy p50 $p50_during ms during the silent registry vs $p50_base ms without"
+}
+
+@test "broker: hostile references that mimic the encoding never use another namespace's secrets" {
+  local hostile image
+  local enc_registry="d.${REG_AUTH/:/_}"
+  hostile=(
+    "$BROKER_ADDR/r1/kube-system/s.admin/$enc_registry/private/app:v1"
+    "$BROKER_ADDR/r1/kube-system/a.default/$enc_registry/private/app:v1"
+    "localhost:${BROKER_ADDR#*:}/r1/kube-system/s.admin/$enc_registry/private/app:v1"
+    "$REG_AUTH/r1/kube-system/s.admin/$enc_registry/private/app:v1"
+  )
+  for image in "${hostile[@]}"; do
+    for policy in brokered all; do
+      req=$(pod team-b "$image")
+      output=$(broker_validate ps "$policy" "$req")
+      # never found: an answer served with kube-system's secret would be allowed silently
+      [[ "$(jq '(.warnings // []) | length' <<<"$output")" -ge 1 || "$(jq -r .allowed <<<"$output")" == false ]] ||
+        _fail_with "$image was accepted without a warning through policy $policy"
+    done
+  done
+  ! jq -se 'any(.[]; .msg == "lookup" and .namespace == "kube-system")' "$BROKER_LOG" >/dev/null ||
+    _fail_with "the broker looked something up in kube-system: $(grep kube-system "$BROKER_LOG")"
+  # the lookups that reached the broker were refused: its own host is never a destination
+  jq -se 'any(.[]; .msg == "lookup" and .outcome == "refusedDestination")' "$BROKER_LOG" >/dev/null ||
+    _fail_with "no lookup of the broker's own host was refused"
+}
+
+@test "broker: metrics and readiness" {
+  run -0 curl -sf "http://$BROKER_METRICS/readyz"
+  run -0 curl -sf "http://$BROKER_METRICS/metrics"
+  [[ "$output" =~ broker_lookups_total\{outcome=\"found\"\}\ [1-9] ]] || _fail_with "no found lookup counted"
+  [[ "$output" == *'broker_lookup_duration_seconds_count'* ]] || _fail_with "no duration histogram"
+}
+
+@test "broker: no secret byte in any answer, log or transcript" {
+  local secrets=("$REG_AUTH_PASSWORD" "$BROKER_CALLER_PASSWORD")
+  local user
+  for user in "${PUR_FIXTURE_USERS[@]}"; do secrets+=("$(pur_password "$user")"); done
+  secrets+=("$(printf '%s:%s' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | base64 -w0)")
+  secrets+=("$(printf '%s:%s' "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD" | base64 -w0)")
+  local files=("$(e2e_workdir)"/registries/broker/broker.log "$(e2e_workdir)"/registries/broker/broker.err
+    "$(e2e_workdir)"/registries/ps*/policy-server.log)
+  [[ -n "${E2E_TRANSCRIPT_DIR:-}" && -f "$E2E_TRANSCRIPT_DIR/policy-run.log" ]] && files+=("$E2E_TRANSCRIPT_DIR/policy-run.log")
+  [[ -s "$BROKER_LOG" ]] || _fail_with "the broker logged nothing"
+  local secret file
+  for file in "${files[@]}"; do
+    [[ -f "$file" ]] || continue
+    for secret in "${secrets[@]}"; do
+      ! grep -qF -- "$secret" "$file" || _fail_with "a secret is in $file"
+    done
+  done
+}

@@ -1,0 +1,130 @@
+# shellcheck shell=bash
+# The lookup broker (broker/) and a stock policy-server in front of it, on 127.0.0.1, for
+# 95-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
+# registry_stop_all stops them with the registries.
+#
+#   broker_start broker --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
+#       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
+#   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
+#       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
+#   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
+#
+# Lookups the policy makes through a policy server are the policy server's: the stock
+# policy-server (../shared/tools/policy-server, or $POLICY_SERVER) is required; suites skip
+# loudly without it.
+
+# The caller credential the policy server holds for the broker (fake, fixed, so that the
+# secret scan can look for it).
+BROKER_CALLER_USER="${BROKER_CALLER_USER:-e2e-broker-caller-3v8k}"
+BROKER_CALLER_PASSWORD="${BROKER_CALLER_PASSWORD:-e2e-Broker-Caller-Pw-6t1m}"
+
+# broker_bin: the broker binary ($BROKER_BIN, else the release build).
+broker_bin() {
+  printf '%s\n' "${BROKER_BIN:-$REPO_ROOT/broker/target/release/resolvable-images-broker}"
+}
+
+# policy_server_bin: the stock policy server ($POLICY_SERVER, else ../shared/tools), or
+# nothing when there is none.
+policy_server_bin() {
+  local candidate="${POLICY_SERVER:-$REPO_ROOT/../shared/tools/policy-server}"
+  [[ -x "$candidate" ]] && printf '%s\n' "$(cd "$(dirname "$candidate")" && pwd)/$(basename "$candidate")"
+}
+
+# broker_start NAME --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
+broker_start() {
+  local name=$1 dir port attempt api="" sources="" user=$BROKER_CALLER_USER password=$BROKER_CALLER_PASSWORD
+  shift
+  local -a extra=()
+  while (($#)); do
+    case "$1" in
+      --apiserver-port) api=$2; shift 2 ;;
+      --sources) sources=$2; shift 2 ;;
+      --caller) user=$2 password=$3; shift 3 ;;
+      *) extra+=("$1"); shift ;;
+    esac
+  done
+  dir="$(e2e_workdir)/registries/$name"
+  mkdir -p "$dir/caller"
+  printf '%s' "$user" >"$dir/caller/username"
+  printf '%s' "$password" >"$dir/caller/password"
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    # 3>&- : bats waits for every process holding its fd 3
+    "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
+      --caller-dir "$dir/caller" --apiserver "http://127.0.0.1:$api" --sources "$sources" \
+      --own-host "127.0.0.1:$port" --own-host "localhost:$port" --allow-destination 127.0.0.0/8 "${extra[@]}" \
+      >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
+    echo $! >"$dir/pid"
+    if wait_until 10 grep -qs '"msg":"listening"' "$dir/broker.log"; then
+      BROKER_ADDR="127.0.0.1:$port"
+      BROKER_LOG="$dir/broker.log"
+      BROKER_METRICS=$(jq -r 'select(.msg == "listening") | .metricsAddress' "$dir/broker.log")
+      export BROKER_ADDR BROKER_LOG BROKER_METRICS
+      return 0
+    fi
+    registry_kill "$(cat "$dir/pid")"
+    cat "$dir/broker.err" >&2
+  done
+  return 1
+}
+
+# broker_policy_server_start NAME POLICIES DOCKER-CONFIG-DIR SOURCES KUBECONFIG
+broker_policy_server_start() {
+  local name=$1 policies=$2 docker=$3 sources=$4 kubeconfig=$5 dir port ready attempt bin
+  bin=$(policy_server_bin) || { echo "no policy-server" >&2; return 1; }
+  dir="$(e2e_workdir)/registries/$name"
+  mkdir -p "$dir/home" "$dir/policies" "$dir/sigstore"
+  local trust
+  trust=$(E2E_KWCTL_HOME="$dir" kwctl_trust_config) || return 1
+  for attempt in 1 2 3; do
+    port=$(free_port) ready=$(free_port)
+    env -u RUST_BACKTRACE HOME="$dir/home" KUBECONFIG="$kubeconfig" "$bin" \
+      --policies "$policies" --addr 127.0.0.1 --port "$port" --readiness-probe-port "$ready" \
+      --workers 2 --sources-path "$sources" --docker-config-json-path "$docker" \
+      --sigstore-trust-config "$trust" --sigstore-cache-dir "$dir/sigstore" \
+      --policies-download-dir "$dir/policies" --log-no-color \
+      >"$dir/policy-server.log" 2>&1 3>&- &
+    echo $! >"$dir/pid"
+    if wait_until 180 curl -sf --max-time 1 -o /dev/null "http://127.0.0.1:$ready/readiness"; then
+      printf -v "PS_PORT_${name//-/_}" '%s' "$port"
+      export "PS_PORT_${name//-/_}"
+      return 0
+    fi
+    registry_kill "$(cat "$dir/pid")"
+    tail -n 20 "$dir/policy-server.log" >&2
+  done
+  return 1
+}
+
+# broker_policies FILE ID SETTINGS-JSON [ID SETTINGS-JSON]...: a policies.yml with the policy
+# under each ID, with its contextAwareResources (Secrets, ServiceAccounts) granted.
+broker_policies() {
+  local file=$1 wasm
+  shift
+  wasm=$(cd "$(dirname "$POLICY_WASM")" && pwd)/$(basename "$POLICY_WASM")
+  local json='{}'
+  while (($#)); do
+    json=$(jq -c --arg id "$1" --arg m "file://$wasm" --argjson s "$2" \
+      '. + {($id): {module: $m, settings: $s, allowedToMutate: false, timeoutEvalSeconds: 5, hostCapabilities: ["*"],
+        contextAwareResources: [{apiVersion: "v1", kind: "Secret"}, {apiVersion: "v1", kind: "ServiceAccount"}]}}' <<<"$json")
+    shift 2
+  done
+  jq . <<<"$json" >"$file"
+}
+
+# broker_validate NAME POLICY-ID REQUEST: the `response` of the policy server's answer.
+broker_validate() {
+  local var="PS_PORT_${1//-/_}" out
+  out=$(curl -sf --max-time 20 -H 'Content-Type: application/json' --data-binary "@$3" \
+    "http://127.0.0.1:${!var}/validate/$2") || { echo "policy-server $1 did not answer" >&2; return 1; }
+  if [[ -n "${E2E_TRANSCRIPT_DIR:-}" ]]; then
+    mkdir -p "$E2E_TRANSCRIPT_DIR"
+    printf '%s\n' "$out" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
+  fi
+  jq -c '.response' <<<"$out"
+}
+
+# broker_lookups_of NAMESPACE: the broker's log lines for lookups in NAMESPACE.
+broker_lookups_of() {
+  jq -c --arg ns "$1" 'select(.msg == "lookup" and .namespace == $ns)' "$BROKER_LOG"
+}

@@ -1,0 +1,251 @@
+//! The lookup broker (`broker/`, docs/broker.md): on a stock policy server, whose OCI
+//! capabilities only use the policy server's own credentials, a lookup that needs a pod's pull
+//! secrets is rewritten to a reference on the broker's host that encodes the request's
+//! namespace, the pod's pull secret names (or its ServiceAccount) and the real image
+//! (`crates/broker-reference`, docs/broker-encoding.md). The policy server looks that up with
+//! the credential it holds for the broker; the broker looks the real image up with the pod's
+//! secrets, the kubelet's way, and answers with the registry's status and digest.
+//!
+//! Two rules keep one namespace's secrets out of another's lookups: the namespace encoded is
+//! the admission request's, never anything an image says; and no lookup of a reference on the
+//! broker's host leaves the policy unless the policy encoded it for this request
+//! ([`BrokerGuard`]), since the policy server would send its broker credential with it.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use broker_reference::{BrokeredName, Credentials};
+use serde_json::Value;
+
+pub use crate::broker_settings::{BrokerSettings, BrokerUse};
+use crate::failure::{Failure, FailureKind};
+use crate::host::{
+    Host, HostError, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse, ResourceRequest,
+};
+use crate::plan::{Pod, PodId};
+use crate::reference::ImageReference;
+
+/// The brokered lookups of one request: which (pod, image) go through the broker, with which
+/// credentials.
+#[derive(Debug, Clone)]
+pub struct BrokerRoutes {
+    settings: BrokerSettings,
+    namespace: String,
+    routes: HashMap<(PodId, String), Credentials>,
+    issued: Issued,
+}
+
+/// The brokered references the policy wrote for this request: the only references on the
+/// broker's host [`BrokerGuard`] lets through.
+pub type Issued = Rc<RefCell<HashSet<String>>>;
+
+impl BrokerRoutes {
+    /// Decides, for every image of every pod, whether its lookups go through the broker.
+    /// Every reference it writes is added to `issued`.
+    pub fn plan(settings: &BrokerSettings, namespace: &str, pods: &[Pod], issued: Issued) -> Self {
+        let mut routes = HashMap::new();
+        for pod in pods {
+            let Some(spec) = &pod.spec else { continue };
+            let credentials = if spec.admitted_pod || !spec.image_pull_secrets.is_empty() {
+                let mut seen = std::collections::HashSet::new();
+                Credentials::PullSecrets(
+                    spec.image_pull_secrets
+                        .iter()
+                        // names that cannot be Secrets are skipped, as the kubelet skips them
+                        .filter(|n| broker_reference::is_dns_subdomain(n))
+                        .filter(|n| seen.insert(n.as_str()))
+                        .cloned()
+                        .collect(),
+                )
+            } else {
+                Credentials::ServiceAccount(
+                    spec.service_account_name
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                )
+            };
+            for check in &pod.checks {
+                let Ok(image) = &check.reference else {
+                    continue;
+                };
+                let name = image.name();
+                let covered = match &pod.secrets {
+                    Some(secrets) if secrets.consulted() => {
+                        !secrets.keyring.lookup(&name).is_empty()
+                    }
+                    // secrets not read by the policy: the broker reads them; a pod naming none
+                    // has none, a template may get its ServiceAccount's
+                    _ => match &credentials {
+                        Credentials::PullSecrets(names) => !names.is_empty(),
+                        Credentials::ServiceAccount(_) => true,
+                    },
+                };
+                if settings.usage == BrokerUse::All || covered {
+                    routes.insert((pod.id, name), credentials.clone());
+                }
+            }
+        }
+        BrokerRoutes {
+            settings: settings.clone(),
+            namespace: namespace.to_owned(),
+            routes,
+            issued,
+        }
+    }
+
+    /// The brokered reference for looking up `location` for `image` of `pod`, or `None` when
+    /// that lookup is not brokered (not routed, a mirror location, or not encodable).
+    pub fn reference(
+        &self,
+        pod: PodId,
+        image: &ImageReference,
+        location: &ImageReference,
+    ) -> Option<String> {
+        // The kubelet picks credentials by the image's own name and the runtime sends them to
+        // every mirror; the broker picks them by the name it is given, so only the image's own
+        // registry is brokered.
+        if location.registry() != image.registry()
+            || location.repository() != image.repository()
+            // an image on the broker's host is never brokered (nor looked up: BrokerGuard)
+            || broker_reference::is_broker_host(location.registry(), &self.settings.host)
+        {
+            return None;
+        }
+        let credentials = self.routes.get(&(pod, image.name()))?;
+        let name = BrokeredName {
+            namespace: self.namespace.clone(),
+            credentials: credentials.clone(),
+            registry: location.registry().to_owned(),
+            repository: location.repository().to_owned(),
+        };
+        let digest = location.digest().map(|d| d.as_str().to_owned());
+        let tag = match (&digest, location.tag()) {
+            (_, Some(tag)) => Some(tag.to_owned()),
+            (None, None) => Some("latest".to_owned()),
+            (Some(_), None) => None,
+        };
+        let reference = broker_reference::reference(
+            &self.settings.host,
+            &name,
+            tag.as_deref(),
+            digest.as_deref(),
+        )
+        .ok()?;
+        self.issued.borrow_mut().insert(reference.clone());
+        Some(reference)
+    }
+
+    /// A failure of a brokered lookup, told in terms of the real image: the broker's host and
+    /// the encoded name never reach a message. A bare 401 is the broker refusing the policy
+    /// server itself (no or a wrong caller credential): nothing was learnt about the image.
+    pub fn explain(&self, failure: Failure, brokered: &str, location: &ImageReference) -> Failure {
+        let host = &self.settings.host;
+        let path = brokered
+            .strip_prefix(&format!("{host}/"))
+            .unwrap_or(brokered);
+        // encoded names have no `:`: what follows one is the tag
+        let encoded = path.split(['@', ':']).next().unwrap_or(path);
+        let (registry, repository) = (location.registry(), location.repository());
+        let detail = failure
+            .detail
+            .replace(
+                &format!("{host}/v2/{encoded}/"),
+                &format!("{registry}/v2/{repository}/"),
+            )
+            .replace(
+                &format!("{host}/{encoded}"),
+                &format!("{registry}/{repository}"),
+            )
+            .replace(encoded, repository)
+            .replace(host.as_str(), registry);
+        let lower = detail.to_ascii_lowercase();
+        if failure.kind == FailureKind::Unauthorized && !lower.contains("denied") {
+            return Failure::new(
+                FailureKind::Unreachable,
+                format!(
+                    "not checked: the lookup broker refused the policy server (its imagePullSecret has no valid credential for the broker); {registry} was not asked"
+                ),
+            );
+        }
+        Failure::new(
+            failure.kind,
+            format!("{detail} (looked up with the pod's pull secrets through the lookup broker)"),
+        )
+    }
+}
+
+/// The host, with every OCI lookup of a reference on the broker's host refused unless the
+/// policy wrote it for this request ([`Issued`]). Wraps the host for the whole evaluation, so
+/// no path (lookups, platforms, node images) can send an image a Pod author wrote, however
+/// much it looks like an encoded lookup, to the broker with the policy server's credential.
+pub struct BrokerGuard<'h, H: Host> {
+    inner: &'h H,
+    broker_host: Option<&'h str>,
+    issued: Issued,
+}
+
+impl<'h, H: Host> BrokerGuard<'h, H> {
+    /// Guards `inner`; no guard without a broker.
+    pub fn new(inner: &'h H, settings: Option<&'h BrokerSettings>, issued: Issued) -> Self {
+        BrokerGuard {
+            inner,
+            broker_host: settings.map(|s| s.host.as_str()),
+            issued,
+        }
+    }
+
+    fn check(&self, reference: &str) -> Result<(), HostError> {
+        let Some(host) = self.broker_host else {
+            return Ok(());
+        };
+        let registry = reference.split_once('/').map_or(reference, |(r, _)| r);
+        if !broker_reference::is_broker_host(registry, host)
+            || self.issued.borrow().contains(reference)
+        {
+            return Ok(());
+        }
+        Err(HostError::lookup(format!(
+            "not looked up: the image names the lookup broker's host ({host}), which only the policy's own lookups may use"
+        )))
+    }
+}
+
+impl<H: Host> Host for BrokerGuard<'_, H> {
+    fn manifest_digest(&self, reference: &str) -> Result<String, HostError> {
+        self.check(reference)?;
+        self.inner.manifest_digest(reference)
+    }
+
+    fn get_resource(&self, request: &ResourceRequest) -> Result<Value, HostError> {
+        self.inner.get_resource(request)
+    }
+
+    fn oci_manifest(&self, reference: &str) -> Result<Value, HostError> {
+        self.check(reference)?;
+        self.inner.oci_manifest(reference)
+    }
+
+    fn oci_manifest_config(&self, reference: &str) -> Result<Value, HostError> {
+        self.check(reference)?;
+        self.inner.oci_manifest_config(reference)
+    }
+
+    fn list_resources_all(&self, request: &ListAllRequest) -> Result<Value, HostError> {
+        self.inner.list_resources_all(request)
+    }
+
+    fn now(&self) -> std::time::Duration {
+        self.inner.now()
+    }
+
+    fn resolve_images(
+        &self,
+        request: &ResolveImagesRequest,
+    ) -> Result<ResolveImagesResponse, HostError> {
+        for lookup in &request.lookups {
+            self.check(&lookup.image)?;
+        }
+        self.inner.resolve_images(request)
+    }
+}

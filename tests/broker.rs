@@ -1,0 +1,221 @@
+//! The lookup broker setting (`lookupBroker`, docs/broker.md) through the decision path: which
+//! lookups are rewritten, what the answers mean, messages that name the real registry, and
+//! that no image a Pod author writes reaches the broker's host.
+
+mod common;
+
+use common::*;
+
+use broker_reference::{BrokeredName, Credentials};
+use resolvable_images_policy::host::InMemoryHost;
+use resolvable_images_policy::testing::dockerconfigjson;
+use serde_json::{json, Value};
+
+const DIGEST: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const BROKER: &str = "broker.kw.svc:8443";
+
+fn settings(usage: &str) -> Value {
+    json!({"lookupBroker": {"host": BROKER, "use": usage}})
+}
+
+fn with_pod_secrets(mut request: Value, names: &[&str]) -> Value {
+    let refs: Vec<Value> = names.iter().map(|s| json!({"name": s})).collect();
+    request["object"]["spec"]["imagePullSecrets"] = json!(refs);
+    request
+}
+
+/// The brokered reference of `registry/repository:tag` for team-a's `regcred`.
+fn brokered(registry: &str, repository: &str, tag: &str, secrets: &[&str]) -> String {
+    let name = BrokeredName {
+        namespace: "team-a".into(),
+        credentials: Credentials::PullSecrets(secrets.iter().map(|s| s.to_string()).collect()),
+        registry: registry.into(),
+        repository: repository.into(),
+    };
+    broker_reference::reference(BROKER, &name, Some(tag), None).expect("encodable")
+}
+
+fn app() -> String {
+    brokered("registry.example.com", "team/app", "1.4.2", &["regcred"])
+}
+
+fn migrate() -> String {
+    brokered(
+        "registry.example.com",
+        "platform/migrate",
+        "2.1.0",
+        &["regcred"],
+    )
+}
+
+fn host() -> InMemoryHost {
+    cluster()
+        .with_object(dockerconfigjson(
+            "regcred",
+            "registry.example.com",
+            "robot",
+            "pa55",
+        ))
+        .with_digest(BUSYBOX, DIGEST)
+}
+
+#[test]
+fn covered_images_are_looked_up_through_the_broker_the_others_directly() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let host = host()
+        .with_digest(&app(), DIGEST)
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(response["warnings"].is_null(), "{response}");
+    let mut calls = host.digest_calls();
+    calls.sort();
+    let mut expected = vec![app(), migrate(), BUSYBOX.to_owned()];
+    expected.sort();
+    assert_eq!(calls, expected);
+}
+
+#[test]
+fn use_all_brokers_every_image_of_a_pod() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let busybox = brokered("docker.io", "library/busybox", "1.36", &["regcred"]);
+    let host = host()
+        .with_digest(&app(), DIGEST)
+        .with_digest(&migrate(), DIGEST)
+        .with_digest(&busybox, DIGEST);
+    let response = run(&request, settings("all"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        host.digest_calls().contains(&busybox),
+        "{:?}",
+        host.digest_calls()
+    );
+    assert!(!host.digest_calls().contains(&BUSYBOX.to_owned()));
+}
+
+#[test]
+fn without_the_setting_nothing_changes() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let host = host().with_digest(APP, DIGEST).with_digest(MIGRATE, DIGEST);
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(host.digest_calls().iter().all(|c| !c.starts_with(BROKER)));
+}
+
+#[test]
+fn an_absent_image_is_rejected_naming_the_real_registry_never_the_broker() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let not_found = format!(
+        "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url https://{BROKER}/v2/{}/manifests/1.4.2, envelope: OCI API errors: [OCI API error: manifest unknown]",
+        app().trim_start_matches(&format!("{BROKER}/")).trim_end_matches(":1.4.2")
+    );
+    let host = host()
+        .with_error(&app(), &not_found)
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(message.contains("registry.example.com"), "{message}");
+    assert!(
+        message.contains("https://registry.example.com/v2/team/app/manifests/1.4.2"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(BROKER) && !message.contains("r1/"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_broker_that_refuses_the_policy_server_is_a_warning_not_a_verdict() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let refused = |reference: &str| {
+        format!("error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Not authorized: url https://{reference}")
+    };
+    let host = host()
+        .with_error(&app(), &refused(&app()))
+        .with_error(&migrate(), &refused(&migrate()));
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    for warning in warnings {
+        assert!(
+            warning.contains("lookup broker refused the policy server"),
+            "{warning}"
+        );
+        assert!(!warning.contains("r1/"), "{warning}");
+    }
+}
+
+#[test]
+fn refused_pull_secrets_are_the_unauthorized_verdict() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let denied = "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url x, envelope: OCI API errors: [OCI API error: denied: registry.example.com refused every credential]";
+    let host = host()
+        .with_error(&app(), denied)
+        .with_error(&migrate(), denied);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("the pod's pull secrets for registry.example.com were refused")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn images_naming_the_broker_are_never_looked_up() {
+    // an image that imitates a lookup of kube-system's secrets
+    let hostile = format!("{BROKER}/r1/kube-system/s.admin/d.registry.example.com/team/app:1.4.2");
+    let mut request = fixture("pod-create.json");
+    request["object"]["spec"]["containers"][0]["image"] = json!(hostile);
+    for usage in ["credentialed", "all"] {
+        let host = host()
+            .with_digest(&hostile, DIGEST)
+            .with_digest(APP, DIGEST)
+            .with_digest(MIGRATE, DIGEST);
+        let response = run(&request, settings(usage), &host);
+        assert!(
+            host.digest_calls()
+                .iter()
+                .all(|c| !c.contains("kube-system")),
+            "{usage}: {:?}",
+            host.digest_calls()
+        );
+        let warnings = warnings(&response);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("names the lookup broker's host") || w.contains("broker")),
+            "{usage}: {response}"
+        );
+    }
+}
+
+#[test]
+fn the_broker_host_must_be_a_plain_host() {
+    // An empty host is what the Kubewarden UI writes for an unset field: it is dropped
+    // (`ui_form`), so the settings lack the host.
+    assert_settings_refused_naming(
+        json!({"lookupBroker": {"host": ""}}),
+        "lookupBroker: missing field `host`",
+    );
+    for host in [
+        "Broker.example",
+        "broker.example/path",
+        "[::1]:8443",
+        "broker:port",
+    ] {
+        assert_settings_refused_naming(
+            json!({"lookupBroker": {"host": host}}),
+            "lookupBroker.host",
+        );
+    }
+    assert_settings_refused_naming(
+        json!({"lookupBroker": {"host": BROKER, "use": "sometimes"}}),
+        "lookupBroker",
+    );
+}
