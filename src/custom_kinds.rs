@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
-use crate::settings::FieldError;
+use crate::field_error::FieldError;
 use crate::workload::{
     read_pod_spec_at, ContainerImage, ContainerList, PodSpecView, WorkloadError,
 };

@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
 use crate::broker::{BrokerGuard, BrokerRoutes, Issued};
+use crate::budget::Budget;
 use crate::host::Host;
 use crate::judge::{judge, Judgement};
-use crate::lookup::{Budget, Lookups};
+use crate::lookup::Lookups;
 use crate::plan::{plan, Plan, Planned};
 use crate::report::{decide, Decision};
 use crate::settings::{Settings, SettingsError};

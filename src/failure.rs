@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer};
 
-use crate::settings::Action;
+use crate::action::Action;
 
 /// Why an image failed, or could not be checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,6 +214,9 @@ impl fmt::Display for FailureKind {
         f.write_str(self.spec().label)
     }
 }
+
+/// What one lookup established: the manifest digest, or why there is none.
+pub type LookupResult = Result<String, Failure>;
 
 #[cfg(test)]
 mod tests {

@@ -2,14 +2,15 @@
 //! failed is explained with the pod's pull secrets; a found image is checked against the
 //! required platforms; what was found is remembered for pins and the mirror annotation.
 
+use crate::budget::Budget;
 use crate::failure::{Failure, FailureKind};
+use crate::finding::{Finding, Subject};
 use crate::host::Host;
-use crate::lookup::{Budget, Found, Lookups};
+use crate::lookup::{Found, Lookups};
 use crate::node_images::{name_nodes, NodeImages};
 use crate::plan::{Check, Plan, Pod};
 use crate::platforms::{PlatformChecker, Use};
 use crate::reference::ImageReference;
-use crate::report::{Finding, Subject};
 use crate::scheduling::Placement;
 use crate::settings::Settings;
 use crate::workload::PullPolicy;

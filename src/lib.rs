@@ -23,41 +23,70 @@
 //! - **failure**: why an image will not pull, or could not be verified; its **kind** is one
 //!   row of the table in [`failure::FailureKind`] (setting key, certainty, default action);
 //!   the README calls the kinds "verdicts", the word operators configure them by.
-//! - **finding**: a failure with its subject, a container or a pull secret ([`report::Finding`]).
+//! - **finding**: a failure with its subject, a container or a pull secret ([`finding::Finding`]).
 //! - **action**: what the operator wants done with a kind of failure: reject, warn or allow
-//!   ([`settings::Action`]).
+//!   ([`action::Action`]).
 //! - **decision**: the answer to the admission request ([`report::Decision`]).
 //! - **host error**: a failed host call, classified once from its text ([`host::HostError`]).
 
-pub mod admission;
-pub mod credential_attempts;
-pub mod broker;
-pub mod credentials;
-pub mod custom_kinds;
-pub mod evaluate;
+// The modules, bottom-up: each depends only on those above it in this list
+// (`scripts/import-cycles.py`, run by `make check`, fails on any cycle between files).
+
+// Shared vocabulary: leaves that every step may name.
+pub mod action;
 pub mod failure;
+pub mod field_error;
+pub mod object;
+pub mod platform;
+pub mod reference;
+pub mod text;
+
+// The host boundary and the kubelet's credential rules.
+pub mod budget;
+pub mod credentials;
 pub mod host;
-pub mod judge;
-pub mod lookup;
+
+// Reading the request, as the API server, the scheduler and the nodes read it.
+pub mod admission;
+pub mod custom_kinds;
 pub mod lookup_scope;
 pub mod mirrors;
 pub mod node_images;
-pub mod object;
-pub mod plan;
 pub mod platforms;
 pub mod pull_secrets;
-pub mod reference;
-pub mod report;
 pub mod scheduling;
-pub mod settings;
 pub mod short_names;
+pub mod workload;
+
+// What the operator configured.
+pub mod broker_settings;
+pub mod settings;
+pub mod ui_form;
+
+// The four steps, in order.
+// 1. Plan: which images of which pods to check, with which credentials and locations.
+pub mod finding;
+pub mod plan;
+
+// 2. Lookup: ask the registries, each location at most once per request (through the lookup
+// broker where it is configured).
+pub mod broker;
+pub mod credential_attempts;
+pub mod lookup;
+
+// 3. Judge: what the answers mean for a node, findings per image.
+pub mod judge;
+
+// 4. Answer: the configured action per finding, the messages, the patch.
+pub mod report;
+
+// One request through the four steps; the `wasm32` entry points below call it.
+pub mod evaluate;
+
 /// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
 /// feature); never part of the policy.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod text;
-pub mod ui_form;
-pub mod workload;
 
 #[cfg(target_arch = "wasm32")]
 mod entry {

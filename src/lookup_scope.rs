@@ -8,8 +8,8 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::failure::{Failure, FailureKind};
+use crate::field_error::FieldError;
 use crate::reference::ImageReference;
-use crate::settings::FieldError;
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local
 /// (cloud metadata endpoints such as 169.254.169.254 live there) and the unspecified addresses.

@@ -10,8 +10,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::field_error::FieldError;
 use crate::reference::{ImageReference, ReferenceError};
-use crate::settings::FieldError;
 
 /// Which references a mirror serves (`pull-from-mirror` in registries.conf).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
+use crate::budget::Budget;
 use crate::host::{Host, ListAllRequest};
-use crate::lookup::Budget;
 use crate::reference::ImageReference;
 
 /// How many nodes a message names.

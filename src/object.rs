@@ -157,6 +157,27 @@ impl<'de> Visitor<'de> for KeyIs<'_> {
     }
 }
 
+/// The object a request is about, as messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// The kind, as Kubernetes spells it.
+    pub kind: String,
+    /// Its namespace (empty when unknown).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,12 +8,12 @@ use crate::admission::{AdmissionRequest, Operation};
 use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
 use crate::failure::{Failure, FailureKind, Observed};
+use crate::finding::AlsoAsked;
 use crate::host::Host;
 use crate::mirrors::Location;
-use crate::object::{Metadata, Object};
+use crate::object::{Metadata, Object, Resource};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
-use crate::report::{AlsoAsked, Resource};
 use crate::settings::{OwnedObjects, Settings};
 use crate::short_names::{Resolution, ShortNames};
 use crate::workload::{

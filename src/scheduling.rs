@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::platforms::Platform;
+use crate::platform::Platform;
 
 /// The taint a cordoned node (`spec.unschedulable`) carries for the scheduler.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";

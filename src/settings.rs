@@ -6,27 +6,17 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::broker::BrokerSettings;
+pub use crate::action::Action;
+use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
+use crate::field_error::FieldError;
 use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
 use crate::short_names::{ShortNameRules, ShortNames};
 use crate::ui_form;
-
-/// What to do with an image that failed in a given way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// Refuse the request, naming the image and the reason.
-    Reject,
-    /// Accept, with a Kubernetes warning that `kubectl` prints.
-    Warn,
-    /// Accept silently (the reason is still kept in an audit annotation).
-    Allow,
-}
 
 /// One action per failure class, keyed by [`FailureKind`]'s setting keys; a kind the operator
 /// does not name gets its [default](FailureKind::default_action), which rejects only what is
@@ -375,14 +365,6 @@ fn is_dns_label(name: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}
-
-/// The error of a parser that settings delegate a field to: it names the offending part
-/// relative to that field (`[0].prefix`), and `within` makes it a [`SettingsError`].
-pub trait FieldError: fmt::Display {
-    /// The offending part, relative to the field handed to the parser: `[2]`, `.kind`,
-    /// `[0].mirrors[1].location`.
-    fn field(&self) -> String;
 }
 
 /// Turns a sub-parser's error into a settings error at `field`: the one place paths are joined.

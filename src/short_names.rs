@@ -20,8 +20,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::field_error::FieldError;
 use crate::reference::ImageReference;
-use crate::settings::FieldError;
 
 /// How the nodes' runtime resolves short names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

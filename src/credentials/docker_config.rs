@@ -7,7 +7,19 @@ use std::collections::BTreeMap;
 use super::credential::Credential;
 use super::go_base64::decode_base64;
 use super::go_json::{go_field_is, GoJson};
-use super::secret::EntryProblem;
+
+/// What is wrong with one registry entry of a pull secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryProblem {
+    /// The entry is neither an object nor `null`.
+    NotAnObject,
+    /// The named field is neither a string nor `null`.
+    NotAString(&'static str),
+    /// `auth` is not base64.
+    AuthNotBase64,
+    /// `auth` decodes to text without the `:` between username and password.
+    AuthNoSeparator,
+}
 
 /// Why a decoded secret payload does not fit the kubelet's types.
 pub(super) enum Problem {

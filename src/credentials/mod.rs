@@ -30,8 +30,9 @@ mod keyring;
 mod secret;
 
 pub use credential::Credential;
+pub use docker_config::EntryProblem;
 pub use keyring::Keyring;
-pub use secret::{parse_pull_secret, EntryProblem, SecretError};
+pub use secret::{parse_pull_secret, SecretError};
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::credential::Credential;
-use super::docker_config::{decode_config_json, decode_dockercfg, Problem};
+use super::docker_config::{decode_config_json, decode_dockercfg, EntryProblem, Problem};
 use super::go_base64::decode_base64;
 use super::go_json::GoJson;
 
@@ -83,19 +83,6 @@ pub enum SecretError {
         /// What is wrong with it.
         problem: EntryProblem,
     },
-}
-
-/// What is wrong with one registry entry of a pull secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryProblem {
-    /// The entry is neither an object nor `null`.
-    NotAnObject,
-    /// The named field is neither a string nor `null`.
-    NotAString(&'static str),
-    /// `auth` is not base64.
-    AuthNotBase64,
-    /// `auth` decodes to text without the `:` between username and password.
-    AuthNoSeparator,
 }
 
 impl SecretError {
