@@ -57,7 +57,7 @@ host: $(HOST)
 $(HOST): $(HOST_SOURCES) $(shell find crates/registry-client -type f -name '*.rs') crates/registry-client/Cargo.toml
 	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
 
-# The lookup broker (its e2e suite, e2e-tests/95-broker.bats, needs it).
+# The lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it).
 .PHONY: broker
 broker: $(BROKER)
 $(BROKER): $(BROKER_SOURCES) $(SOURCE_FILES)
