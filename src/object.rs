@@ -33,6 +33,40 @@ impl<'a> Object<'a> {
         Some(raw)
     }
 
+    /// The object's metadata and the value at `pointer`, read in one pass over the object's
+    /// members: on a fresh instance every scan of the JSON is paid in full, and reading the
+    /// metadata, then the pod spec, scanned the object (its managed fields included) twice.
+    /// Answers as [`Object::metadata`] and [`Object::at`] would.
+    pub fn metadata_and_at(&self, pointer: Option<&str>) -> (Metadata, Option<&'a RawValue>) {
+        let Some(raw) = self.0 else {
+            return (Metadata::default(), None);
+        };
+        let mut keys = pointer.map(|p| p.split('/').skip(1));
+        let first = keys.as_mut().and_then(Iterator::next);
+        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+        let (metadata, found) = deserializer
+            .deserialize_any(MembersOf(first))
+            .unwrap_or_default();
+        let metadata = metadata
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        let found = match (found, keys) {
+            (Some(mut raw), Some(keys)) => {
+                let mut found = Some(raw);
+                for key in keys {
+                    found = member(raw, key);
+                    match found {
+                        Some(next) => raw = next,
+                        None => break,
+                    }
+                }
+                found
+            }
+            _ => None,
+        };
+        (metadata, found)
+    }
+
     /// The whole object as a `Value` (`Null` when there is none).
     pub fn value(&self) -> Value {
         self.0
@@ -88,7 +122,8 @@ where
     D: Deserializer<'de>,
     T: DeserializeOwned + Default,
 {
-    let raw = Box::<RawValue>::deserialize(deserializer)?;
+    // borrowed: the metadata is read from the request's text, never copied
+    let raw = <&RawValue>::deserialize(deserializer)?;
     Ok(serde_json::from_str(raw.get()).unwrap_or_default())
 }
 
@@ -98,7 +133,8 @@ where
     D: Deserializer<'de>,
     T: DeserializeOwned + Default,
 {
-    let entries: Vec<Box<RawValue>> = lenient(deserializer)?;
+    let raw = <&RawValue>::deserialize(deserializer)?;
+    let entries: Vec<&RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
     Ok(entries
         .iter()
         .map(|raw| serde_json::from_str(raw.get()).unwrap_or_default())
@@ -131,6 +167,71 @@ impl<'de> Visitor<'de> for MemberOf<'_> {
             }
         }
         Ok(found)
+    }
+}
+
+/// The members `metadata` and `.0` of a JSON object, in one pass (of duplicates, the last).
+struct MembersOf<'k>(Option<&'k str>);
+
+/// Which of [`MembersOf`]'s members a key is.
+enum Sought {
+    Metadata,
+    Pointer,
+    Both,
+    Neither,
+}
+
+impl<'de> Visitor<'de> for MembersOf<'_> {
+    type Value = (Option<&'de RawValue>, Option<&'de RawValue>);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut metadata, mut found) = (None, None);
+        while let Some(sought) = map.next_key_seed(KeyAmong(self.0))? {
+            match sought {
+                Sought::Metadata => metadata = Some(map.next_value::<&'de RawValue>()?),
+                Sought::Pointer => found = Some(map.next_value::<&'de RawValue>()?),
+                Sought::Both => {
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    (metadata, found) = (Some(raw), Some(raw));
+                }
+                Sought::Neither => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((metadata, found))
+    }
+}
+
+/// Reads a key and tells which of [`MembersOf`]'s it is, without allocating.
+struct KeyAmong<'k>(Option<&'k str>);
+
+impl<'de> DeserializeSeed<'de> for KeyAmong<'_> {
+    type Value = Sought;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Sought, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyAmong<'_> {
+    type Value = Sought;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Sought, E> {
+        Ok(match (key == "metadata", self.0 == Some(key)) {
+            (true, true) => Sought::Both,
+            (true, false) => Sought::Metadata,
+            (false, true) => Sought::Pointer,
+            (false, false) => Sought::Neither,
+        })
     }
 }
 
@@ -209,6 +310,21 @@ mod tests {
             assert_eq!(got, expected, "{pointer}");
         }
         assert!(Object::default().at("/spec").is_none());
+        for pointer in [
+            "/spec",
+            "/spec/template/spec",
+            "/metadata",
+            "/s/deeper",
+            "/none",
+        ] {
+            let (_, found) = object.metadata_and_at(Some(pointer));
+            assert_eq!(
+                found.map(RawValue::get),
+                object.at(pointer).map(RawValue::get),
+                "{pointer}"
+            );
+        }
+        assert!(object.metadata_and_at(None).1.is_none());
         assert_eq!(object.value(), value);
         assert_eq!(Object::default().value(), Value::Null);
     }
@@ -228,6 +344,8 @@ mod tests {
             "ownerReferences": [3, {"kind": "ReplicaSet", "apiVersion": "apps/v1", "controller": true},
                                 {"kind": "Job", "controller": "yes"}]}}));
         let metadata = Object::new(Some(&json)).metadata();
+        let (once, _) = Object::new(Some(&json)).metadata_and_at(Some("/spec"));
+        assert_eq!(format!("{once:?}"), format!("{metadata:?}"));
         assert_eq!(metadata.name, "");
         assert_eq!(metadata.generate_name, "web-");
         assert!(metadata.annotations.is_empty());

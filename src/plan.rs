@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 
+use serde_json::value::RawValue;
+
 use crate::admission::{AdmissionRequest, Operation};
 use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
@@ -17,7 +19,7 @@ use crate::reference::ImageReference;
 use crate::settings::{OwnedObjects, Settings};
 use crate::short_names::{Resolution, ShortNames};
 use crate::workload::{
-    read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
+    read_pod_spec_found, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
 };
 
@@ -225,7 +227,8 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
     {
         return Planned::Nothing;
     }
-    let metadata = request.object().metadata();
+    // one pass over the object for its metadata and its pod spec
+    let (metadata, found) = request.object().metadata_and_at(target.pod_spec_pointer());
     if target.is_mirror_pod(&metadata) {
         return Planned::Nothing;
     }
@@ -234,7 +237,7 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         namespace: request.namespace.clone(),
         name: request.display_name(&metadata),
     };
-    let mut pods = match target.pods(request.object()) {
+    let mut pods = match target.pods(request.object(), found) {
         Ok(pods) => pods,
         Err(e) => return Planned::Malformed(format!("{resource}: {e}")),
     };
@@ -247,7 +250,11 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
         }
     }
     if request.operation == Operation::Update {
-        let old_pods = target.pods(request.old_object()).unwrap_or_default();
+        let old = request.old_object();
+        let old_found = target
+            .pod_spec_pointer()
+            .and_then(|pointer| old.at(pointer));
+        let old_pods = target.pods(old, old_found).unwrap_or_default();
         let running: HashSet<String> = old_pods
             .iter()
             .flat_map(|pod| &pod.checks)
@@ -364,10 +371,23 @@ impl<'a> Target<'a> {
         }
     }
 
-    /// The pod specs of `object`, each with a check per container.
-    fn pods(&self, object: Object<'_>) -> Result<Vec<Pod>, WorkloadError> {
+    /// Where a built-in kind's pod spec is; custom kinds find theirs by JSONPath.
+    fn pod_spec_pointer(&self) -> Option<&'static str> {
+        match self {
+            Target::Builtin(kind) => Some(kind.pod_spec_pointer()),
+            Target::Custom(_) => None,
+        }
+    }
+
+    /// The pod specs of `object`, each with a check per container; `found` is the JSON at
+    /// [`Target::pod_spec_pointer`], already found.
+    fn pods(
+        &self,
+        object: Object<'_>,
+        found: Option<&RawValue>,
+    ) -> Result<Vec<Pod>, WorkloadError> {
         let (specs, fields) = match self {
-            Target::Builtin(kind) => (vec![read_pod_spec(*kind, object)?], None),
+            Target::Builtin(kind) => (vec![read_pod_spec_found(*kind, found)?], None),
             Target::Custom(custom) => {
                 let found = custom.extract(&object.value())?;
                 (found.pod_specs, Some(found.fields))

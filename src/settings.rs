@@ -216,11 +216,13 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Parses and validates settings; `null` means all defaults. What the Kubewarden UI's
+    /// Parses and validates settings; `null` and `{}` mean all defaults. What the Kubewarden UI's
     /// form writes for "nothing" (its hidden `description`, `''`, `null`, empty rows) is
     /// removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
-        let raw: RawSettings = if value.is_null() {
+        // the usual settings, `{}`, need no parsing (every field has its default)
+        let defaults = value.as_object().is_some_and(serde_json::Map::is_empty);
+        let raw: RawSettings = if value.is_null() || defaults {
             RawSettings::default()
         } else {
             Self::parse_raw(&ui_form::normalise(value))?

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::object::Object;
@@ -359,12 +360,20 @@ where
 
 /// Reads the pod spec of an object of `kind`, straight from its JSON.
 pub fn read_pod_spec(kind: WorkloadKind, object: Object<'_>) -> Result<PodSpecView, WorkloadError> {
+    read_pod_spec_found(kind, object.at(kind.pod_spec_pointer()))
+}
+
+/// Reads the pod spec of an object of `kind` from `found`, the JSON at the kind's
+/// [pointer](WorkloadKind::pod_spec_pointer), already found (by [`Object::metadata_and_at`]).
+pub fn read_pod_spec_found(
+    kind: WorkloadKind,
+    found: Option<&RawValue>,
+) -> Result<PodSpecView, WorkloadError> {
     let pointer = kind.pod_spec_pointer();
     let missing = || WorkloadError::MissingPodSpec {
         pointer: pointer.to_owned(),
     };
-    let raw = object
-        .at(pointer)
+    let raw = found
         .filter(|raw| raw.get() != "null")
         .ok_or_else(missing)?;
     let fields = serde_json::from_str(raw.get()).map_err(|e| WorkloadError::Malformed {
