@@ -286,7 +286,9 @@ taskrun_request() {
   local -a images=()
   for i in $(seq 0 19); do images+=("$REG_AUTH/private/app-$i:1"); done
   req=$(certainty_pod "${images[@]}")
-  run -0 --separate-stderr policy_run "$req"
+  # 20 lookups must all end as "not authorized": a time budget no loaded machine spends (kwctl
+  # tries HTTPS before plain HTTP on each), so that none ends as "not checked in time".
+  run -0 --separate-stderr policy_run "$req" --settings-json '{"timeBudgetMs": 20000}'
   assert_allowed
   assert_no_message
   jq -e '(.warnings | length) >= 1 and all(.warnings[]; utf8bytelength <= 256)
