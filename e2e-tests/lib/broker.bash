@@ -23,12 +23,10 @@ broker_bin() {
   printf '%s\n' "${BROKER_BIN:-$REPO_ROOT/broker/target/release/resolvable-images-broker}"
 }
 
-# policy_server_bin: the stock policy server ($POLICY_SERVER, else ../shared/tools), or
-# nothing when there is none.
-policy_server_bin() {
-  local candidate="${POLICY_SERVER:-$REPO_ROOT/../shared/tools/policy-server}"
-  [[ -x "$candidate" ]] && printf '%s\n' "$(cd "$(dirname "$candidate")" && pwd)/$(basename "$candidate")"
-}
+# policy_server_bin (which policy-server this run uses) and the rest of the policy-server
+# helpers: one definition, in lib/policy_server.bash.
+# shellcheck source=e2e-tests/lib/policy_server.bash
+source "$E2E_DIR/lib/policy_server.bash"
 
 # broker_start NAME --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
 broker_start() {
