@@ -83,6 +83,12 @@ cycles:
 	python3 scripts/test_import_cycles.py
 	python3 scripts/import-cycles.py src
 
+# Every shell and bats file parses (bats files after bats' own preprocessing): seconds, where
+# a quoting slip would otherwise surface after the suites that run before the broken file.
+.PHONY: shell-syntax
+shell-syntax:
+	bash scripts/shell-syntax.sh
+
 .PHONY: lint
 lint:
 	cargo clippy --all-targets -- -D warnings
@@ -138,7 +144,7 @@ setup:
 # Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check cycles lint test e2e-tests fuzz-smoke
+	$(MAKE) fmt-check cycles shell-syntax lint test e2e-tests fuzz-smoke
 
 # Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
 # found (KWCTL above: seconds), else with the test host, built first (minutes the first time).
