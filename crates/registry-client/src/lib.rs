@@ -312,6 +312,28 @@ impl RegistryClient {
         Client::new(config)
     }
 
+    /// Runs `operation` on `image`'s registry with the host's own credentials for it, over
+    /// the protocols its sources allow: the shape shared by every call that is not a
+    /// per-lookup credential (manifests, configurations, policy pulls).
+    async fn with_host_credentials<T, F, Fut>(
+        &self,
+        image: &str,
+        operation: F,
+    ) -> Result<T, RegistryError>
+    where
+        F: Fn(Client, Reference, RegistryAuth) -> Fut,
+        Fut: Future<Output = Result<T, RegistryError>>,
+    {
+        let reference = parse_reference(image)?;
+        let auth = self.docker_config.auth(reference.registry());
+        self.try_with_protocols(
+            reference.registry(),
+            |scheme| manifest_url(scheme, &reference),
+            |client| operation(client, reference.clone(), auth.clone()),
+        )
+        .await
+    }
+
     /// Run `operation` with HTTPS, then (insecure sources only) HTTPS without
     /// verification, then HTTP, the whole sequence bounded by the timeout.
     async fn try_with_protocols<T, F, Fut>(
@@ -391,18 +413,10 @@ impl RegistryClient {
 
     /// `oci/v1/oci_manifest`: the manifest (image manifest or index) as JSON.
     pub async fn manifest(&self, image: &str) -> Result<serde_json::Value, RegistryError> {
-        let reference = parse_reference(image)?;
-        let auth = self.docker_config.auth(reference.registry());
         let manifest = self
-            .try_with_protocols(
-                reference.registry(),
-                |scheme| manifest_url(scheme, &reference),
-                |client| {
-                    let reference = reference.clone();
-                    let auth = auth.clone();
-                    async move { Ok(client.pull_manifest(&reference, &auth).await?.0) }
-                },
-            )
+            .with_host_credentials(image, |client, reference, auth| async move {
+                Ok(client.pull_manifest(&reference, &auth).await?.0)
+            })
             .await?;
         Ok(serde_json::to_value(manifest)?)
     }
@@ -413,18 +427,10 @@ impl RegistryClient {
         &self,
         image: &str,
     ) -> Result<serde_json::Value, RegistryError> {
-        let reference = parse_reference(image)?;
-        let auth = self.docker_config.auth(reference.registry());
         let (manifest, digest, config) = self
-            .try_with_protocols(
-                reference.registry(),
-                |scheme| manifest_url(scheme, &reference),
-                |client| {
-                    let reference = reference.clone();
-                    let auth = auth.clone();
-                    async move { Ok(client.pull_manifest_and_config(&reference, &auth).await?) }
-                },
-            )
+            .with_host_credentials(image, |client, reference, auth| async move {
+                Ok(client.pull_manifest_and_config(&reference, &auth).await?)
+            })
             .await?;
         let config: serde_json::Value = serde_json::from_str(&config)?;
         Ok(serde_json::json!({"manifest": manifest, "digest": digest, "config": config}))
@@ -432,28 +438,18 @@ impl RegistryClient {
 
     /// Pull a policy pushed as a Kubernetes OCI artifact; returns the wasm bytes.
     pub async fn pull_policy(&self, url: &str) -> Result<Vec<u8>, RegistryError> {
-        let reference = parse_reference(url)?;
-        let auth = self.docker_config.auth(reference.registry());
         let data = self
-            .try_with_protocols(
-                reference.registry(),
-                |scheme| manifest_url(scheme, &reference),
-                |client| {
-                    let reference = reference.clone();
-                    let auth = auth.clone();
-                    async move {
-                        let image = client
-                            .pull(&reference, &auth, vec![manifest::WASM_LAYER_MEDIA_TYPE])
-                            .await?;
-                        image
-                            .layers
-                            .into_iter()
-                            .next()
-                            .map(|l| l.data.to_vec())
-                            .ok_or_else(|| RegistryError::EmptyLayers(url.to_owned()))
-                    }
-                },
-            )
+            .with_host_credentials(url, |client, reference, auth| async move {
+                let image = client
+                    .pull(&reference, &auth, vec![manifest::WASM_LAYER_MEDIA_TYPE])
+                    .await?;
+                image
+                    .layers
+                    .into_iter()
+                    .next()
+                    .map(|l| l.data.to_vec())
+                    .ok_or_else(|| RegistryError::EmptyLayers(url.to_owned()))
+            })
             .await?;
         if !data.starts_with(b"\0asm") {
             return Err(RegistryError::InvalidWasm);
