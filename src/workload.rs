@@ -248,17 +248,21 @@ impl PodSpecView {
 
 /// The fields of a pod spec the policy needs, and nothing else: a custom kind's template may
 /// hold placeholders (`terminationGracePeriodSeconds: "{{…}}"`) in fields the policy does not
-/// read, and those must never fail a request.
+/// read, and those must never fail a request. Read from the request's text only (a custom
+/// kind's pod spec is written back to text first), so that `volumes` can stay text.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PodSpecFields {
+struct PodSpecFields<'a> {
     #[serde(default, deserialize_with = "null_as_default")]
     init_containers: Vec<ContainerFields>,
     containers: Vec<ContainerFields>,
     #[serde(default, deserialize_with = "null_as_default")]
     ephemeral_containers: Vec<ContainerFields>,
-    #[serde(default, deserialize_with = "lenient_volumes")]
-    volumes: Vec<Option<VolumeFields>>,
+    /// Kept as text and read entry by entry ([`lenient_volumes`]): a pod's volumes are mostly
+    /// not images (every Pod has its projected ServiceAccount token), and building a `Value`
+    /// of them cost more than the rest of a one-container Pod's spec on a fresh instance.
+    #[serde(default, borrow)]
+    volumes: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "null_as_default")]
     image_pull_secrets: Vec<SecretReference>,
     #[serde(default)]
@@ -336,17 +340,16 @@ fn image_pointer(spec: &str, field: &str, index: usize, leaf: &str) -> String {
 /// `volumes`, entry by entry: an entry that does not decode (a custom kind's template may hold
 /// a placeholder where a volume goes) reads as `None`, keeping the others' indexes, and
 /// anything but a list reads as empty. The API server has validated a Pod's volumes already.
-fn lenient_volumes<'de, D>(deserializer: D) -> Result<Vec<Option<VolumeFields>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    let Value::Array(entries) = Value::deserialize(deserializer)? else {
-        return Ok(Vec::new());
+fn lenient_volumes(volumes: Option<&RawValue>) -> Vec<Option<VolumeFields>> {
+    let Some(entries) =
+        volumes.and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
+    else {
+        return Vec::new();
     };
-    Ok(entries
+    entries
         .iter()
-        .map(|entry| VolumeFields::deserialize(entry).ok())
-        .collect())
+        .map(|entry| serde_json::from_str(entry.get()).ok())
+        .collect()
 }
 
 /// Treats an explicit JSON `null` like an absent field.
@@ -376,17 +379,15 @@ pub fn read_pod_spec_found(
     let raw = found
         .filter(|raw| raw.get() != "null")
         .ok_or_else(missing)?;
-    let fields = serde_json::from_str(raw.get()).map_err(|e| WorkloadError::Malformed {
-        pointer: pointer.to_owned(),
-        reason: without_position(&e),
-    })?;
-    let mut spec = view(fields, pointer);
+    let mut spec = read_fields(raw, pointer)?;
     spec.admitted_pod = kind == WorkloadKind::Pod;
     spec.daemon_set = kind == WorkloadKind::DaemonSet;
     Ok(spec)
 }
 
 /// Reads the pod spec at a JSON `pointer` of `object` (a custom kind's, found by JSONPath).
+/// Written back to text and read as a built-in kind's is: custom kinds are rare, and one
+/// reader means one behaviour (and one wording of errors) for both.
 pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, WorkloadError> {
     let spec = match object.pointer(pointer) {
         None | Some(Value::Null) => {
@@ -394,12 +395,22 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
                 pointer: pointer.to_owned(),
             })
         }
-        Some(spec) => PodSpecFields::deserialize(spec).map_err(|e| WorkloadError::Malformed {
-            pointer: pointer.to_owned(),
-            reason: e.to_string(),
-        })?,
+        Some(spec) => spec,
     };
-    Ok(view(spec, pointer))
+    let text = serde_json::value::to_raw_value(spec).map_err(|e| WorkloadError::Malformed {
+        pointer: pointer.to_owned(),
+        reason: e.to_string(),
+    })?;
+    read_fields(&text, pointer)
+}
+
+/// The pod spec in `raw` (at `pointer`, for messages) decoded.
+fn read_fields(raw: &RawValue, pointer: &str) -> Result<PodSpecView, WorkloadError> {
+    let fields = serde_json::from_str(raw.get()).map_err(|e| WorkloadError::Malformed {
+        pointer: pointer.to_owned(),
+        reason: without_position(&e),
+    })?;
+    Ok(view(fields, pointer))
 }
 
 /// A decoding error as a `Value` would have told it: without the position in the text.
@@ -413,7 +424,7 @@ fn without_position(error: &serde_json::Error) -> String {
 }
 
 /// The pod spec at `pointer`, its containers each with the pointer to its image.
-fn view(spec: PodSpecFields, pointer: &str) -> PodSpecView {
+fn view(spec: PodSpecFields<'_>, pointer: &str) -> PodSpecView {
     let lists = [
         (ContainerList::Init, "initContainers", spec.init_containers),
         (ContainerList::Regular, "containers", spec.containers),
@@ -438,7 +449,7 @@ fn view(spec: PodSpecFields, pointer: &str) -> PodSpecView {
                 })
         })
         .chain(
-            spec.volumes
+            lenient_volumes(spec.volumes)
                 .into_iter()
                 .enumerate()
                 .filter_map(|(index, volume)| {
