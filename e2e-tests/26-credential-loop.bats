@@ -73,8 +73,9 @@ no_credential_leak() {
   assert_allowed
   assert_warning_count 0
   [[ "$(asked)" == "bob alice" ]] || _fail_with "expected bob then alice to be asked, got: $(asked)"
-  # the unauthenticated request comes first, once: no anonymous try after the credentials
-  [[ "$(per_user_registry_users pur | paste -sd' ' -)" == "anonymous bob alice" ]] ||
+  # no anonymous try after the credentials; an unauthenticated first request that learns the
+  # challenge (the test host's) is allowed, not required (kwctl's client sends Basic at once)
+  [[ "$(per_user_registry_users pur | paste -sd' ' -)" =~ ^(anonymous )?bob\ alice$ ]] ||
     _fail_with "unexpected requests: $(per_user_registry_users pur | paste -sd' ' -)"
   no_credential_leak
 
