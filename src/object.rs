@@ -26,11 +26,7 @@ impl<'a> Object<'a> {
     /// member is missing or its parent is not an object, as `Value::pointer` answers. The
     /// policy's pointers are constants: neither `~` escapes nor array indexes are read.
     pub fn at(&self, pointer: &str) -> Option<&'a RawValue> {
-        let mut raw = self.0?;
-        for key in pointer.split('/').skip(1) {
-            raw = member(raw, key)?;
-        }
-        Some(raw)
+        walk(self.0?, pointer.split('/').skip(1))
     }
 
     /// The object's metadata and the value at `pointer`, read in one pass over the object's
@@ -43,28 +39,9 @@ impl<'a> Object<'a> {
         };
         let mut keys = pointer.map(|p| p.split('/').skip(1));
         let first = keys.as_mut().and_then(Iterator::next);
-        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
-        let (metadata, found) = deserializer
-            .deserialize_any(MembersOf(first))
-            .unwrap_or_default();
-        let metadata = metadata
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default();
-        let found = match (found, keys) {
-            (Some(mut raw), Some(keys)) => {
-                let mut found = Some(raw);
-                for key in keys {
-                    found = member(raw, key);
-                    match found {
-                        Some(next) => raw = next,
-                        None => break,
-                    }
-                }
-                found
-            }
-            _ => None,
-        };
-        (metadata, found)
+        let [metadata, found] = members(raw, [Some("metadata"), first]);
+        let found = found.zip(keys).and_then(|(raw, rest)| walk(raw, rest));
+        (read_metadata(metadata), found)
     }
 
     /// The whole object as a `Value` (`Null` when there is none).
@@ -76,10 +53,25 @@ impl<'a> Object<'a> {
 
     /// The object's metadata; fields of the wrong type read as absent.
     pub fn metadata(&self) -> Metadata {
-        self.at("/metadata")
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default()
+        read_metadata(self.0.and_then(|raw| members(raw, [Some("metadata")])[0]))
     }
+}
+
+/// `metadata`'s JSON read leniently: a metadata of the wrong shape reads as empty.
+fn read_metadata(raw: Option<&RawValue>) -> Metadata {
+    raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default()
+}
+
+/// The value at `keys` below `raw`, member after member.
+fn walk<'a, 'k>(
+    mut raw: &'a RawValue,
+    keys: impl Iterator<Item = &'k str>,
+) -> Option<&'a RawValue> {
+    for key in keys {
+        raw = members(raw, [Some(key)])[0]?;
+    }
+    Some(raw)
 }
 
 /// What the policy reads of an object's metadata. A field of the wrong type reads as absent,
@@ -141,27 +133,36 @@ where
         .collect())
 }
 
-/// The member `key` of the JSON object `raw`, without building the rest: `None` when `raw` is
-/// not an object or has no such member (of duplicates, the last, as `Value` keeps).
-fn member<'a>(raw: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+/// The members named in `keys` of the JSON object `raw`, in one pass and without building the
+/// rest: `None` for a key that is `None`, absent, or when `raw` is not an object (of
+/// duplicates, the last, as `Value` keeps). A key may be asked for twice.
+fn members<'a, const N: usize>(
+    raw: &'a RawValue,
+    keys: [Option<&str>; N],
+) -> [Option<&'a RawValue>; N] {
     let mut deserializer = serde_json::Deserializer::from_str(raw.get());
-    deserializer.deserialize_any(MemberOf(key)).ok().flatten()
+    deserializer
+        .deserialize_any(Members(keys))
+        .unwrap_or([None; N])
 }
 
-struct MemberOf<'k>(&'k str);
+struct Members<'k, const N: usize>([Option<&'k str>; N]);
 
-impl<'de> Visitor<'de> for MemberOf<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de, const N: usize> Visitor<'de> for Members<'_, N> {
+    type Value = [Option<&'de RawValue>; N];
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(is_key) = map.next_key_seed(KeyIs(self.0))? {
-            if is_key {
-                found = Some(map.next_value::<&'de RawValue>()?);
+        let mut found = [None; N];
+        while let Some(sought) = map.next_key_seed(KeyIn(&self.0))? {
+            if sought.contains(&true) {
+                let value = map.next_value::<&'de RawValue>()?;
+                for (slot, _) in found.iter_mut().zip(sought).filter(|(_, hit)| *hit) {
+                    *slot = Some(value);
+                }
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -170,91 +171,27 @@ impl<'de> Visitor<'de> for MemberOf<'_> {
     }
 }
 
-/// The members `metadata` and `.0` of a JSON object, in one pass (of duplicates, the last).
-struct MembersOf<'k>(Option<&'k str>);
+/// Reads a key and tells which of the sought keys it is, without allocating when it has no
+/// escape.
+struct KeyIn<'s, 'k, const N: usize>(&'s [Option<&'k str>; N]);
 
-/// Which of [`MembersOf`]'s members a key is.
-enum Sought {
-    Metadata,
-    Pointer,
-    Both,
-    Neither,
-}
+impl<'de, const N: usize> DeserializeSeed<'de> for KeyIn<'_, '_, N> {
+    type Value = [bool; N];
 
-impl<'de> Visitor<'de> for MembersOf<'_> {
-    type Value = (Option<&'de RawValue>, Option<&'de RawValue>);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut metadata, mut found) = (None, None);
-        while let Some(sought) = map.next_key_seed(KeyAmong(self.0))? {
-            match sought {
-                Sought::Metadata => metadata = Some(map.next_value::<&'de RawValue>()?),
-                Sought::Pointer => found = Some(map.next_value::<&'de RawValue>()?),
-                Sought::Both => {
-                    let raw = map.next_value::<&'de RawValue>()?;
-                    (metadata, found) = (Some(raw), Some(raw));
-                }
-                Sought::Neither => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok((metadata, found))
-    }
-}
-
-/// Reads a key and tells which of [`MembersOf`]'s it is, without allocating.
-struct KeyAmong<'k>(Option<&'k str>);
-
-impl<'de> DeserializeSeed<'de> for KeyAmong<'_> {
-    type Value = Sought;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Sought, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<[bool; N], D::Error> {
         deserializer.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for KeyAmong<'_> {
-    type Value = Sought;
+impl<'de, const N: usize> Visitor<'de> for KeyIn<'_, '_, N> {
+    type Value = [bool; N];
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
 
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Sought, E> {
-        Ok(match (key == "metadata", self.0 == Some(key)) {
-            (true, true) => Sought::Both,
-            (true, false) => Sought::Metadata,
-            (false, true) => Sought::Pointer,
-            (false, false) => Sought::Neither,
-        })
-    }
-}
-
-/// Reads a key and tells whether it is the one sought, without allocating when it has no escape.
-struct KeyIs<'k>(&'k str);
-
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
-        Ok(key == self.0)
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<[bool; N], E> {
+        Ok(self.0.map(|sought| sought == Some(key)))
     }
 }
 

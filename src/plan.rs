@@ -19,7 +19,7 @@ use crate::reference::ImageReference;
 use crate::settings::{OwnedObjects, Settings};
 use crate::short_names::{Resolution, ShortNames};
 use crate::workload::{
-    read_pod_spec_found, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
+    read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
 };
 
@@ -387,7 +387,7 @@ impl<'a> Target<'a> {
         found: Option<&RawValue>,
     ) -> Result<Vec<Pod>, WorkloadError> {
         let (specs, fields) = match self {
-            Target::Builtin(kind) => (vec![read_pod_spec_found(*kind, found)?], None),
+            Target::Builtin(kind) => (vec![read_pod_spec(*kind, found)?], None),
             Target::Custom(custom) => {
                 let found = custom.extract(&object.value())?;
                 (found.pod_specs, Some(found.fields))

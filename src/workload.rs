@@ -7,7 +7,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::object::Object;
 use crate::reference::ImageReference;
 use crate::scheduling::Placement;
 
@@ -361,14 +360,10 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// Reads the pod spec of an object of `kind`, straight from its JSON.
-pub fn read_pod_spec(kind: WorkloadKind, object: Object<'_>) -> Result<PodSpecView, WorkloadError> {
-    read_pod_spec_found(kind, object.at(kind.pod_spec_pointer()))
-}
-
 /// Reads the pod spec of an object of `kind` from `found`, the JSON at the kind's
-/// [pointer](WorkloadKind::pod_spec_pointer), already found (by [`Object::metadata_and_at`]).
-pub fn read_pod_spec_found(
+/// [pointer](WorkloadKind::pod_spec_pointer) of the object ([`crate::object::Object::metadata_and_at`] finds
+/// it in the pass that reads the metadata).
+pub fn read_pod_spec(
     kind: WorkloadKind,
     found: Option<&RawValue>,
 ) -> Result<PodSpecView, WorkloadError> {
@@ -484,12 +479,13 @@ fn view(spec: PodSpecFields<'_>, pointer: &str) -> PodSpecView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::Object;
     use serde_json::json;
 
     /// Reads the pod spec of `object` from its JSON, as a request's object is read.
     fn read(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
         let raw = serde_json::value::to_raw_value(object).expect("raw");
-        read_pod_spec(kind, Object::new(Some(&raw)))
+        read_pod_spec(kind, Object::new(Some(&raw)).at(kind.pod_spec_pointer()))
     }
 
     #[test]
