@@ -140,6 +140,22 @@ for n in 1 10 100; do
     "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \($p[0].median_us) | \((.median_us / $p[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
   ' "$OUT/guest-policy-$n.json"
 done
+echo
+echo "## Guest cost per fresh instance (new store, instantiation, wapc_init, validate: what policy-server 1.36 does for every request)"
+echo
+echo "| containers | policy median (µs) | probe median (µs) | accept-all median (µs) | policy / probe | policy − probe (µs) |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for n in 1 10; do
+  req="$E2E_WORK/pod-$n.json"
+  for m in policy probe accept-all; do
+    case $m in policy) mod=$POLICY ;; probe) mod=$PROBE ;; accept-all) mod=$ACCEPT_ALL ;; esac
+    "$HOST" bench "$mod" -r "$req" -n "$ITERATIONS" --settings-json '{}' --fresh-instances >"$OUT/fresh-$m-$n.json"
+  done
+  jq -r --slurpfile p "$OUT/fresh-probe-$n.json" --slurpfile a "$OUT/fresh-accept-all-$n.json" --arg n "$n" '
+    def r: (. * 100 | round) / 100;
+    "| \($n) | \(.median_us) | \($p[0].median_us) | \($a[0].median_us) | \((.median_us / $p[0].median_us) | r) | \((.median_us - $p[0].median_us) | r) |"
+  ' "$OUT/fresh-policy-$n.json"
+done
 fi
 
 # --- 2. Module size -----------------------------------------------------------------------

@@ -5,6 +5,9 @@
 //! validates the settings, then calls `validate` on one request N times and
 //! prints JSON statistics: time per evaluation, host calls and bytes crossing
 //! the guest boundary per request, and the guest's peak linear memory.
+//! With `--fresh-instances` every evaluation gets a new instance (store, WASI
+//! context, instantiation, `wapc_init`), as on policy-server 1.36, where the
+//! guest's code runs cold every time; without it, `validate` runs warm.
 //!
 //! Timing runs on the standard engine (compilation cache, guard pages), as
 //! `run` does; memory is measured in a second pass on an engine whose linear
@@ -23,7 +26,7 @@ use crate::capabilities::{Backend, HostCapabilities};
 use crate::cli::BenchArgs;
 use crate::guest_memory::{MemoryMeter, WASM_PAGE};
 use crate::run::{read_request, read_settings_from};
-use crate::runtime::PolicyRuntime;
+use crate::runtime::{PolicyPre, PolicyRuntime};
 
 /// Answers every request from memory, without any I/O.
 struct MemoryBackend {
@@ -94,8 +97,10 @@ fn load(
     capabilities: Arc<HostCapabilities>,
     engine: Option<wasmtime::Engine>,
     settings: &Value,
-) -> Result<PolicyRuntime> {
-    let policy = PolicyRuntime::with_engine(module, capabilities, engine)?;
+    fresh: bool,
+) -> Result<Evaluations> {
+    let pre = PolicyPre::with_engine(module, capabilities, engine)?;
+    let policy = pre.instantiate()?;
     let validation = policy.validate_settings(settings);
     if !validation.valid {
         bail!(
@@ -103,7 +108,32 @@ fn load(
             validation.message.unwrap_or_default()
         );
     }
-    Ok(policy)
+    Ok(if fresh {
+        Evaluations::Fresh(Box::new(pre))
+    } else {
+        Evaluations::Warm(policy)
+    })
+}
+
+/// Where each measured `validate` runs.
+enum Evaluations {
+    /// One instance for every call, its heap and lazy statics warm.
+    Warm(PolicyRuntime),
+    /// A new instance per call, as policy-server makes one per request.
+    Fresh(Box<PolicyPre>),
+}
+
+impl Evaluations {
+    /// One `validate` with `payload`; a separate function (never inlined) so
+    /// that a profiler can count exactly one evaluation, e.g. callgrind's
+    /// `--toggle-collect=*bench*Evaluations*validate*`.
+    #[inline(never)]
+    fn validate(&self, payload: &[u8]) -> Result<Vec<u8>> {
+        match self {
+            Self::Warm(policy) => policy.call("validate", payload),
+            Self::Fresh(pre) => pre.instantiate()?.call("validate", payload),
+        }
+    }
 }
 
 /// Mean, median, 95th percentile, min and max of `samples`, in microseconds.
@@ -146,16 +176,22 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 
     // Pass 1: time, host calls and bytes, on the standard engine.
     let meter = Arc::new(CallMeter::default());
-    let policy = load(&module, capabilities(args, meter.clone()), None, &settings)?;
+    let policy = load(
+        &module,
+        capabilities(args, meter.clone()),
+        None,
+        &settings,
+        args.fresh_instances,
+    )?;
     let mut response = Vec::new();
     for _ in 0..args.warmup {
-        response = policy.call("validate", payload.as_bytes())?;
+        response = policy.validate(payload.as_bytes())?;
     }
     let before = meter.read();
     let mut samples = Vec::with_capacity(args.iterations);
     for _ in 0..args.iterations {
         let start = Instant::now();
-        response = policy.call("validate", payload.as_bytes())?;
+        response = policy.validate(payload.as_bytes())?;
         samples.push(start.elapsed());
     }
     let after = meter.read();
@@ -174,10 +210,11 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         capabilities(args, Arc::new(CallMeter::default())),
         Some(memory.engine()?),
         &settings,
+        args.fresh_instances,
     )?;
     let mut peak_pages_after_call = 0;
     for _ in 0..args.warmup + args.iterations {
-        metered.call("validate", payload.as_bytes())?;
+        metered.validate(payload.as_bytes())?;
         peak_pages_after_call = peak_pages_after_call.max(memory.peak_bytes() / WASM_PAGE);
     }
 
@@ -186,6 +223,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         "request": args.request_path.display().to_string(),
         "iterations": args.iterations,
         "warmup": args.warmup,
+        "fresh_instances": args.fresh_instances,
         "accepted": answer.get("accepted").cloned().unwrap_or(Value::Null),
         "host_calls_per_request": per_request(calls.calls, args.iterations),
         "host_call_bytes_to_host_per_request": per_request(calls.to_host, args.iterations),

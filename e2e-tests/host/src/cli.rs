@@ -176,4 +176,10 @@ pub struct BenchArgs {
     /// Offer `oci/v1/resolve_images` (every image found), as `run` does.
     #[arg(long = "enable-resolve-images")]
     pub enable_resolve_images: bool,
+
+    /// Time every evaluation on a new instance (instantiation, `wapc_init`,
+    /// `validate`), as policy-server 1.36 runs each request, instead of
+    /// `validate` alone on one long-lived instance.
+    #[arg(long = "fresh-instances")]
+    pub fresh_instances: bool,
 }

@@ -69,19 +69,18 @@ fn precompiled(engine: &wasmtime::Engine, module: &[u8], dir: &Path) -> Result<w
     unsafe { wasmtime::Module::deserialize(engine, &bytes) }.map_err(|e| anyhow!("{e}"))
 }
 
-/// A loaded policy, wired to the host capabilities.
-pub struct PolicyRuntime {
-    host: WapcHost,
+/// A compiled policy from which fresh instances are made, as policy-server
+/// does for every evaluation (`rehydrate`: a new store, WASI context and
+/// instance, then `wapc_init`), so that `bench --fresh-instances` measures
+/// what a server pays per request, not only the warm `validate`.
+pub struct PolicyPre {
+    pre: wasmtime_provider::WasmtimeEngineProviderPre,
+    capabilities: Arc<HostCapabilities>,
 }
 
-impl PolicyRuntime {
-    /// Compile and instantiate `module`; host calls go to `capabilities`.
-    pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
-        Self::with_engine(module, capabilities, None)
-    }
-
-    /// As [`PolicyRuntime::new`], on a given wasmtime engine (no compilation
-    /// cache then), e.g. one that meters guest memory.
+impl PolicyPre {
+    /// Compile `module` (on `engine` without the compilation cache, else on
+    /// wasmtime-provider's own engine settings with it).
     pub fn with_engine(
         module: &[u8],
         capabilities: Arc<HostCapabilities>,
@@ -102,16 +101,49 @@ impl PolicyRuntime {
         } else {
             builder = builder.module_bytes(module);
         }
-        let engine = builder
-            .build()
+        let pre = builder
+            .build_pre()
             .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
+        Ok(Self { pre, capabilities })
+    }
+
+    /// A new instance, initialised (`wapc_init`), with host calls going to
+    /// the capabilities this was made with.
+    pub fn instantiate(&self) -> Result<PolicyRuntime> {
+        let engine = self
+            .pre
+            .rehydrate(None)
+            .map_err(|e| anyhow!("cannot instantiate the policy: {e}"))?;
+        let capabilities = self.capabilities.clone();
         let callback =
             move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| {
                 capabilities.host_callback(binding, namespace, operation, payload)
             };
         let host = WapcHost::new(Box::new(engine), Some(Box::new(callback)))
             .map_err(|e| anyhow!("cannot instantiate the waPC host: {e}"))?;
-        Ok(Self { host })
+        Ok(PolicyRuntime { host })
+    }
+}
+
+/// A loaded policy, wired to the host capabilities.
+pub struct PolicyRuntime {
+    host: WapcHost,
+}
+
+impl PolicyRuntime {
+    /// Compile and instantiate `module`; host calls go to `capabilities`.
+    pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
+        Self::with_engine(module, capabilities, None)
+    }
+
+    /// As [`PolicyRuntime::new`], on a given wasmtime engine (no compilation
+    /// cache then), e.g. one that meters guest memory.
+    pub fn with_engine(
+        module: &[u8],
+        capabilities: Arc<HostCapabilities>,
+        engine: Option<wasmtime::Engine>,
+    ) -> Result<Self> {
+        PolicyPre::with_engine(module, capabilities, engine)?.instantiate()
     }
 
     /// Call the guest's `validate_settings`. A failed call counts as invalid
