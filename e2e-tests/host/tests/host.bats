@@ -239,3 +239,16 @@ while time.time() < end:
   ! grep -q ': pass$' "$BATS_FILE_TMPDIR/resolve.yml"
   grep -q 'password: <redacted>' "$BATS_FILE_TMPDIR/resolve.yml"
 }
+
+@test "bench: --fresh-instances evaluates each request on a new instance, with the same host calls" {
+  local s
+  s=$(jq -cn --arg i "127.0.0.1:$PORT_anon/test/app:v1" '{first_call_only: true, calls: [{namespace: "oci", operation: "v1/manifest_digest", payload: $i}]}')
+  # kept instance: the timed calls are not its first, so the guest rejects them
+  run --separate-stderr "$H" bench "$G" -r "$BATS_FILE_TMPDIR/request.json" --settings-json "$s" -n 3 --warmup 1
+  [ "$status" -eq 0 ]
+  jq -e '.fresh_instances == false and .accepted == false and .host_calls_per_request == 1' <<<"$output"
+  # a new instance per evaluation: every call is that instance's first
+  run --separate-stderr "$H" bench "$G" -r "$BATS_FILE_TMPDIR/request.json" --settings-json "$s" -n 3 --warmup 1 --fresh-instances
+  [ "$status" -eq 0 ]
+  jq -e '.fresh_instances == true and .accepted == true and .host_calls_per_request == 1 and .median_us > 0' <<<"$output"
+}

@@ -10,7 +10,10 @@
 //! - settings `{"fail": "msg"}`: `validate` returns a guest error;
 //! - settings `{"mutate_image": "x"}`: answers with the first container's image
 //!   replaced by `x` (a mutation);
-//! - settings `{"log": "msg"}`: sends a `tracing/log` event first.
+//! - settings `{"log": "msg"}`: sends a `tracing/log` event first;
+//! - settings `{"first_call_only": true}`: rejects every `validate` but the
+//!   instance's first, so a host that makes a new instance per evaluation
+//!   can be told from one that keeps it.
 //!
 //! The answer rejects when any host call failed (unless `"accept": true`)
 //! and its message is a JSON array with one `{"ok": payload}` or
@@ -47,7 +50,11 @@ fn call(binding: &str, namespace: &str, operation: &str, payload: &Value) -> Val
     }
 }
 
+/// `validate` calls this instance has run.
+static VALIDATE_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn validate(payload: &[u8]) -> CallResult {
+    let earlier_calls = VALIDATE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let input: Value = serde_json::from_slice(payload)?;
     let settings = &input["settings"];
     let request = &input["request"];
@@ -84,10 +91,13 @@ fn validate(payload: &[u8]) -> CallResult {
         }
     }
     let failed = results.iter().any(|r| r.get("err").is_some());
-    let accepted = settings
-        .get("accept")
-        .and_then(Value::as_bool)
-        .unwrap_or(!failed);
+    let repeated =
+        earlier_calls > 0 && settings.get("first_call_only").and_then(Value::as_bool) == Some(true);
+    let accepted = !repeated
+        && settings
+            .get("accept")
+            .and_then(Value::as_bool)
+            .unwrap_or(!failed);
     let mut answer = json!({"accepted": accepted});
     if !results.is_empty() {
         answer["message"] = Value::String(serde_json::to_string(&results)?);
