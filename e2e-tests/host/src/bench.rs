@@ -204,19 +204,24 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         .map_err(|e| anyhow!("the policy's answer is not JSON: {e}"))?;
 
     // Pass 2: peak linear memory, on the metered engine, with the same calls.
-    let memory = MemoryMeter::default();
-    let metered = load(
-        &module,
-        capabilities(args, Arc::new(CallMeter::default())),
-        Some(memory.engine()?),
-        &settings,
-        args.fresh_instances,
-    )?;
-    let mut peak_pages_after_call = 0;
-    for _ in 0..args.warmup + args.iterations {
-        metered.validate(payload.as_bytes())?;
-        peak_pages_after_call = peak_pages_after_call.max(memory.peak_bytes() / WASM_PAGE);
-    }
+    let peak_pages_after_call = if args.skip_memory_pass {
+        None
+    } else {
+        let memory = MemoryMeter::default();
+        let metered = load(
+            &module,
+            capabilities(args, Arc::new(CallMeter::default())),
+            Some(memory.engine()?),
+            &settings,
+            args.fresh_instances,
+        )?;
+        let mut peak = 0;
+        for _ in 0..args.warmup + args.iterations {
+            metered.validate(payload.as_bytes())?;
+            peak = peak.max(memory.peak_bytes() / WASM_PAGE);
+        }
+        Some(peak)
+    };
 
     let mut stats = json!({
         "policy": args.policy.display().to_string(),
@@ -231,7 +236,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         "validate_request_bytes": payload.len(),
         "validate_response_bytes": response.len(),
         "peak_memory_pages": peak_pages_after_call,
-        "peak_memory_bytes": peak_pages_after_call * WASM_PAGE,
+        "peak_memory_bytes": peak_pages_after_call.map(|pages| pages * WASM_PAGE),
     });
     if let (Value::Object(out), Value::Object(times)) = (&mut stats, time_stats(&mut samples)) {
         out.extend(times);

@@ -182,4 +182,10 @@ pub struct BenchArgs {
     /// `validate` alone on one long-lived instance.
     #[arg(long = "fresh-instances")]
     pub fresh_instances: bool,
+
+    /// Skip the second pass (peak linear memory, on an engine that meters
+    /// it), so that a profiler counts only evaluations on the standard
+    /// engine; the memory figures are then `null`.
+    #[arg(long = "skip-memory-pass")]
+    pub skip_memory_pass: bool,
 }

@@ -28,6 +28,14 @@ fn cache_dir() -> Option<PathBuf> {
     }
 }
 
+/// `POLICY_HOST_PERF_MAP=1`: wasmtime writes `/tmp/perf-PID.map`, naming the
+/// address range of every compiled guest function, so that a profiler that
+/// sees the JIT code as anonymous memory (perf, callgrind) can be read by
+/// function (docs/performance.md). Only on the default, cached engine.
+fn perf_map_requested() -> bool {
+    std::env::var_os("POLICY_HOST_PERF_MAP").is_some_and(|v| v == "1")
+}
+
 /// The compiled form of `module`, from `dir` when it holds one for this
 /// module and this wasmtime, else compiled and stored there.
 ///
@@ -94,6 +102,9 @@ impl PolicyPre {
             // wasmtime-provider's own engine settings: the defaults, cranelift
             let mut config = wasmtime::Config::default();
             config.strategy(wasmtime::Strategy::Cranelift);
+            if perf_map_requested() {
+                config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+            }
             let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
             let compiled = precompiled(&engine, module, &dir)
                 .map_err(|e| anyhow!("cannot load the policy: {e}"))?;

@@ -252,3 +252,20 @@ while time.time() < end:
   [ "$status" -eq 0 ]
   jq -e '.fresh_instances == true and .accepted == true and .host_calls_per_request == 1 and .median_us > 0' <<<"$output"
 }
+
+@test "bench: POLICY_HOST_PERF_MAP=1 names the guest's compiled functions; --skip-memory-pass leaves memory null" {
+  local pid
+  POLICY_HOST_PERF_MAP=1 "$H" bench "$G" -r "$BATS_FILE_TMPDIR/request.json" --settings-json '{}' \
+    -n 1 --warmup 0 --skip-memory-pass >"$BATS_TEST_TMPDIR/bench.json" &
+  pid=$!
+  wait "$pid"
+  grep -q 'probe_guest::validate' "/tmp/perf-$pid.map"
+  rm -f "/tmp/perf-$pid.map"
+  jq -e '.peak_memory_pages == null and .peak_memory_bytes == null and .host_calls_per_request == 0' "$BATS_TEST_TMPDIR/bench.json"
+  # without the variable, no map
+  "$H" bench "$G" -r "$BATS_FILE_TMPDIR/request.json" --settings-json '{}' -n 1 --warmup 0 >"$BATS_TEST_TMPDIR/bench.json" &
+  pid=$!
+  wait "$pid"
+  [ ! -e "/tmp/perf-$pid.map" ]
+  jq -e '.peak_memory_pages > 0' "$BATS_TEST_TMPDIR/bench.json"
+}
