@@ -46,7 +46,7 @@ pub enum ShortNameMode {
 pub struct ShortNameRules {
     /// What the nodes' runtime is.
     pub mode: ShortNameMode,
-    /// `unqualified-search-registries`, host[:port] each, in order.
+    /// `unqualified-search-registries`, `host[:port]` each, in order.
     pub search_registries: Vec<String>,
     /// `[aliases]`: short name (no tag or digest) to a fully qualified repository.
     pub aliases: BTreeMap<String, String>,

@@ -361,8 +361,8 @@ where
 }
 
 /// Reads the pod spec of an object of `kind` from `found`, the JSON at the kind's
-/// [pointer](WorkloadKind::pod_spec_pointer) of the object ([`crate::object::Object::metadata_and_at`] finds
-/// it in the pass that reads the metadata).
+/// [pointer](WorkloadKind::pod_spec_pointer) of the object
+/// ([`crate::object::Object::metadata_and_at`] finds it in the pass that reads the metadata).
 pub fn read_pod_spec(
     kind: WorkloadKind,
     found: Option<&RawValue>,

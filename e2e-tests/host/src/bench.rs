@@ -126,7 +126,7 @@ enum Evaluations {
 impl Evaluations {
     /// One `validate` with `payload`; a separate function (never inlined) so
     /// that a profiler can count exactly one evaluation, e.g. callgrind's
-    /// `--toggle-collect=*bench*Evaluations*validate*`.
+    /// `--toggle-collect='*Evaluations*validate*'`.
     #[inline(never)]
     fn validate(&self, payload: &[u8]) -> Result<Vec<u8>> {
         match self {

@@ -144,17 +144,7 @@ pub struct PolicyRuntime {
 impl PolicyRuntime {
     /// Compile and instantiate `module`; host calls go to `capabilities`.
     pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
-        Self::with_engine(module, capabilities, None)
-    }
-
-    /// As [`PolicyRuntime::new`], on a given wasmtime engine (no compilation
-    /// cache then), e.g. one that meters guest memory.
-    pub fn with_engine(
-        module: &[u8],
-        capabilities: Arc<HostCapabilities>,
-        engine: Option<wasmtime::Engine>,
-    ) -> Result<Self> {
-        PolicyPre::with_engine(module, capabilities, engine)?.instantiate()
+        PolicyPre::with_engine(module, capabilities, None)?.instantiate()
     }
 
     /// Call the guest's `validate_settings`. A failed call counts as invalid
