@@ -5,7 +5,7 @@
 //! (`lookupRegistries`), and some addresses are never asked (`deniedLookupNetworks`).
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
@@ -15,6 +15,27 @@ use crate::reference::ImageReference;
 /// (cloud metadata endpoints such as 169.254.169.254 live there) and the unspecified addresses.
 pub const DEFAULT_DENIED_NETWORKS: [&str; 4] =
     ["169.254.0.0/16", "fe80::/10", "0.0.0.0/32", "::/128"];
+
+/// [`DEFAULT_DENIED_NETWORKS`], built without parsing: the default settings are built for
+/// every request on policy-server 1.36, which makes a fresh instance for each.
+const DEFAULT_DENIED: [Network; 4] = [
+    Network {
+        address: IpAddr::V4(Ipv4Addr::new(169, 254, 0, 0)),
+        prefix: 16,
+    },
+    Network {
+        address: IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)),
+        prefix: 10,
+    },
+    Network {
+        address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        prefix: 32,
+    },
+    Network {
+        address: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        prefix: 128,
+    },
+];
 
 /// The registries lookups may go to.
 #[derive(Debug, Clone)]
@@ -27,10 +48,7 @@ impl Default for LookupScope {
     fn default() -> Self {
         LookupScope {
             registries: Vec::new(),
-            denied: DEFAULT_DENIED_NETWORKS
-                .iter()
-                .filter_map(|cidr| Network::parse(cidr).ok())
-                .collect(),
+            denied: DEFAULT_DENIED.to_vec(),
         }
     }
 }
@@ -193,6 +211,17 @@ mod tests {
         scope
             .refusal(&ImageReference::parse(image).unwrap())
             .map(|failure| failure.detail)
+    }
+
+    #[test]
+    fn the_built_default_networks_are_the_documented_ones() {
+        let parsed: Vec<Network> = DEFAULT_DENIED_NETWORKS
+            .iter()
+            .map(|cidr| Network::parse(cidr).unwrap())
+            .collect();
+        assert_eq!(parsed, DEFAULT_DENIED);
+        let written: Vec<String> = DEFAULT_DENIED.iter().map(Network::to_string).collect();
+        assert_eq!(written, DEFAULT_DENIED_NETWORKS);
     }
 
     #[test]

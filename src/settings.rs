@@ -182,7 +182,7 @@ pub struct Settings {
     /// Which registries lookups may go to.
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
-    pub not_found_may_mean_denied: Vec<glob::Pattern>,
+    not_found_may_mean_denied: LazyGlobs,
     /// What the nodes' runtime pulls for an image written without a registry.
     pub short_names: ShortNames,
     /// The lookup broker, when lookups with pods' pull secrets go through one.
@@ -203,10 +203,7 @@ impl Default for Settings {
             custom_kinds: Vec::new(),
             owned_objects: OwnedObjects::default(),
             lookup_scope: LookupScope::default(),
-            not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
-                .iter()
-                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
-                .collect(),
+            not_found_may_mean_denied: LazyGlobs::Default,
             short_names: ShortNames::default(),
             lookup_broker: None,
             exempt_namespaces: HashSet::new(),
@@ -220,14 +217,13 @@ impl Settings {
     /// form writes for "nothing" (its hidden `description`, `''`, `null`, empty rows) is
     /// removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
-        // the usual settings, `{}`, need no parsing (every field has its default)
-        let defaults = value.as_object().is_some_and(serde_json::Map::is_empty);
-        let raw: RawSettings = if value.is_null() || defaults {
-            RawSettings::default()
-        } else {
-            Self::parse_raw(&ui_form::normalise(value))?
-        };
-        Self::compile(raw)
+        // The usual settings, `{}`, need neither parsing nor compiling: policy-server 1.36 reads
+        // the settings on a fresh instance for every request, and compiling the defaults ran
+        // code (CIDR and glob parsers) that no other part of a decision needs.
+        if value.is_null() || value.as_object().is_some_and(serde_json::Map::is_empty) {
+            return Ok(Settings::default());
+        }
+        Self::compile(Self::parse_raw(&ui_form::normalise(value))?)
     }
 
     /// Deserialises, naming the path of the first field that does not fit.
@@ -281,7 +277,7 @@ impl Settings {
             .collect::<Result<_, _>>()?;
         let lookup_scope = LookupScope::new(&raw.lookup_registries, &raw.denied_lookup_networks)
             .map_err(within(""))?;
-        let not_found_may_mean_denied = raw
+        let not_found_may_mean_denied: Vec<_> = raw
             .not_found_may_mean_denied
             .iter()
             .enumerate()
@@ -307,7 +303,7 @@ impl Settings {
             owned_objects,
             short_names,
             lookup_scope,
-            not_found_may_mean_denied,
+            not_found_may_mean_denied: LazyGlobs::Compiled(not_found_may_mean_denied),
             pull_secrets: raw.pull_secrets,
             time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
             mirrors,
@@ -328,6 +324,7 @@ impl Settings {
     pub fn not_found_may_mean_denied(&self, registry: &str) -> bool {
         let host = registry.split(':').next().unwrap_or(registry);
         self.not_found_may_mean_denied
+            .patterns()
             .iter()
             .any(|pattern| pattern.matches(registry) || pattern.matches(host))
     }
@@ -344,6 +341,39 @@ impl Settings {
         !self.exempt_images.is_empty()
             && (self.is_image_exempt(&reference.to_string())
                 || self.is_image_exempt(&reference.lookup_reference()))
+    }
+}
+
+/// `notFoundMayMeanDenied`'s globs. The defaults are compiled only when a 404 asks for them:
+/// policy-server 1.36 builds the settings afresh for every request, and most requests see no
+/// 404.
+#[derive(Clone)]
+enum LazyGlobs {
+    /// [`DEFAULT_NOT_FOUND_MAY_MEAN_DENIED`], compiled on each use.
+    Default,
+    /// Globs the operator wrote, compiled (and so checked) with the settings.
+    Compiled(Vec<glob::Pattern>),
+}
+
+/// The globs as written, whichever the variant: the defaults read as what compiling them gives.
+impl fmt::Debug for LazyGlobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.patterns().iter().map(glob::Pattern::as_str))
+            .finish()
+    }
+}
+
+impl LazyGlobs {
+    fn patterns(&self) -> std::borrow::Cow<'_, [glob::Pattern]> {
+        match self {
+            LazyGlobs::Default => DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
+                .iter()
+                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
+                .collect::<Vec<_>>()
+                .into(),
+            LazyGlobs::Compiled(patterns) => patterns.as_slice().into(),
+        }
     }
 }
 
@@ -427,6 +457,20 @@ mod tests {
         Settings::from_value(&value)
             .expect_err("settings should be refused")
             .to_string()
+    }
+
+    #[test]
+    fn empty_settings_are_the_compiled_defaults() {
+        // `{}` and `null` skip parsing and compiling: what they give must be what compiling
+        // the defaults gives, field by field
+        let compiled = format!("{:?}", Settings::compile(RawSettings::default()).unwrap());
+        assert_eq!(format!("{:?}", Settings::default()), compiled);
+        for empty in [json!({}), json!(null)] {
+            assert_eq!(
+                format!("{:?}", Settings::from_value(&empty).unwrap()),
+                compiled
+            );
+        }
     }
 
     #[test]
