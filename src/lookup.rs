@@ -3,6 +3,7 @@
 //! the operator enabled it, with each pod's own credentials in one batch
 //! (`oci/v1/resolve_images`); and what a mirror chain's lookups add up to.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::broker::BrokerRoutes;
@@ -104,15 +105,16 @@ impl<'s> Lookups<'s> {
             credentials: self.credentialed.then(|| (pod, image.name())),
             reference: reference.lookup_reference(),
         };
-        if let Some(result) = self.results.get(&key) {
-            return result.clone();
-        }
-        let result = match self.refusal(reference) {
-            Some(refusal) => Err(refusal),
-            None => budget.call(host, || host.manifest_digest(&key.reference)),
+        // one search of the results, not a `get` and an `insert`: a key is a long string
+        let entry = match self.results.entry(key) {
+            Entry::Occupied(known) => return known.get().clone(),
+            Entry::Vacant(entry) => entry,
         };
-        self.results.insert(key, result.clone());
-        result
+        let result = match refusal(&mut self.refusals, self.scope, reference) {
+            Some(refusal) => Err(refusal),
+            None => budget.call(host, || host.manifest_digest(&entry.key().reference)),
+        };
+        entry.insert(result).clone()
     }
 
     /// Sends the lookups `routes` says to the lookup broker (unless the credentialed batch
@@ -136,10 +138,11 @@ impl<'s> Lookups<'s> {
             credentials: Some((pod, image.name())),
             reference: reference.lookup_reference(),
         };
-        if let Some(result) = self.results.get(&key) {
-            return result.clone();
-        }
-        let result = match self.refusal(reference) {
+        let entry = match self.results.entry(key) {
+            Entry::Occupied(known) => return known.get().clone(),
+            Entry::Vacant(entry) => entry,
+        };
+        let result = match refusal(&mut self.refusals, self.scope, reference) {
             Some(refusal) => Err(refusal),
             None => {
                 self.brokered.insert((pod, image.name()));
@@ -151,25 +154,13 @@ impl<'s> Lookups<'s> {
                     })
             }
         };
-        self.results.insert(key, result.clone());
-        result
+        entry.insert(result).clone()
     }
 
     /// True when the lookups of `image` for `pod` used the pod's own credentials (the
     /// credentialed batch, or the lookup broker).
     pub fn used_pod_credentials_for(&self, pod: PodId, image: &ImageReference) -> bool {
         self.credentialed || self.brokered.contains(&(pod, image.name()))
-    }
-
-    /// [`LookupScope::refusal`], asked once per registry.
-    fn refusal(&mut self, reference: &ImageReference) -> Option<Failure> {
-        let registry = reference.registry();
-        if let Some((_, known)) = self.refusals.iter().find(|(r, _)| r == registry) {
-            return known.clone();
-        }
-        let refusal = self.scope.refusal(reference);
-        self.refusals.push((registry.to_owned(), refusal.clone()));
-        refusal
     }
 
     /// Where a node pulling `image` through `chain` for `pod` finds it, or why it does not.
@@ -190,6 +181,21 @@ impl<'s> Lookups<'s> {
     pub fn used_pod_credentials(&self) -> bool {
         self.credentialed
     }
+}
+
+/// [`LookupScope::refusal`], asked once per registry of the request (`known`).
+fn refusal(
+    known: &mut Vec<(String, Option<Failure>)>,
+    scope: &LookupScope,
+    reference: &ImageReference,
+) -> Option<Failure> {
+    let registry = reference.registry();
+    if let Some((_, refusal)) = known.iter().find(|(r, _)| r == registry) {
+        return refusal.clone();
+    }
+    let refusal = scope.refusal(reference);
+    known.push((registry.to_owned(), refusal.clone()));
+    refusal
 }
 
 /// The lookups of a credentialed batch, in request order, and the locations the scope refused.
