@@ -16,8 +16,8 @@ use crate::reference::ImageReference;
 pub const DEFAULT_DENIED_NETWORKS: [&str; 4] =
     ["169.254.0.0/16", "fe80::/10", "0.0.0.0/32", "::/128"];
 
-/// [`DEFAULT_DENIED_NETWORKS`], built without parsing: the default settings are built for
-/// every request on policy-server 1.36, which makes a fresh instance for each.
+/// [`DEFAULT_DENIED_NETWORKS`], built without parsing: settings are compiled for every request
+/// on policy-server 1.36, which makes a fresh instance for each.
 const DEFAULT_DENIED: [Network; 4] = [
     Network {
         address: IpAddr::V4(Ipv4Addr::new(169, 254, 0, 0)),
@@ -55,8 +55,8 @@ impl Default for LookupScope {
 
 impl LookupScope {
     /// Compiles `lookupRegistries` (globs; empty means every registry) and
-    /// `deniedLookupNetworks` (CIDRs).
-    pub fn new(registries: &[String], denied: &[String]) -> Result<Self, ScopeError> {
+    /// `deniedLookupNetworks` (CIDRs; `None`, not written, means the defaults).
+    pub fn new(registries: &[String], denied: Option<&[String]>) -> Result<Self, ScopeError> {
         let registries = registries
             .iter()
             .enumerate()
@@ -65,13 +65,16 @@ impl LookupScope {
                     .map_err(|problem| ScopeError::Registry { index, problem })
             })
             .collect::<Result<_, _>>()?;
-        let denied = denied
-            .iter()
-            .enumerate()
-            .map(|(index, cidr)| {
-                Network::parse(cidr).map_err(|problem| ScopeError::Network { index, problem })
-            })
-            .collect::<Result<_, _>>()?;
+        let denied = match denied {
+            None => DEFAULT_DENIED.to_vec(),
+            Some(denied) => denied
+                .iter()
+                .enumerate()
+                .map(|(index, cidr)| {
+                    Network::parse(cidr).map_err(|problem| ScopeError::Network { index, problem })
+                })
+                .collect::<Result<_, _>>()?,
+        };
         Ok(LookupScope { registries, denied })
     }
 
@@ -250,7 +253,8 @@ mod tests {
 
     #[test]
     fn lookup_registries_limit_what_is_asked() {
-        let scope = LookupScope::new(&["*.corp.example".into(), "docker.io".into()], &[]).unwrap();
+        let scope =
+            LookupScope::new(&["*.corp.example".into(), "docker.io".into()], Some(&[])).unwrap();
         assert_eq!(refusal(&scope, "nginx:1"), None);
         assert_eq!(refusal(&scope, "registry.corp.example:5000/a:1"), None);
         assert_eq!(refusal(&scope, "registry.corp.example/a:1"), None);
@@ -259,7 +263,7 @@ mod tests {
             Some("not looked up: registry ghcr.io is not in lookupRegistries")
         );
         assert!(refusal(&scope, "corp.example/a:1").is_some());
-        let open = LookupScope::new(&[], &[]).unwrap();
+        let open = LookupScope::new(&[], Some(&[])).unwrap();
         assert_eq!(
             refusal(&open, "169.254.169.254/a:1"),
             None,
@@ -269,13 +273,13 @@ mod tests {
 
     #[test]
     fn bad_entries_name_their_field() {
-        let error = LookupScope::new(&["ok.io".into(), "a/b".into()], &[]).unwrap_err();
+        let error = LookupScope::new(&["ok.io".into(), "a/b".into()], Some(&[])).unwrap_err();
         assert_eq!(error.field(), "lookupRegistries[1]");
         for bad in ["10.0.0.0", "10.0.0.0/33", "fe80::/129", "x/8", ""] {
-            let error = LookupScope::new(&[], &[bad.into()]).unwrap_err();
+            let error = LookupScope::new(&[], Some(&[bad.into()])).unwrap_err();
             assert_eq!(error.field(), "deniedLookupNetworks[0]", "{bad}");
         }
-        assert!(LookupScope::new(&[], &["0.0.0.0/0".into()]).is_ok());
+        assert!(LookupScope::new(&[], Some(&["0.0.0.0/0".into()])).is_ok());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Policy settings: what operators may configure, parsed strictly so that a typo in a
 //! `ClusterAdmissionPolicy` is refused when the policy loads instead of silently ignored.
 
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -11,7 +12,7 @@ use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
-use crate::lookup_scope::{LookupScope, DEFAULT_DENIED_NETWORKS};
+use crate::lookup_scope::LookupScope;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
@@ -129,8 +130,10 @@ struct RawSettings {
     /// The former name of `ownedObjects`, from when only Pods were skipped: still accepted.
     owned_pods: Option<OwnedObjects>,
     lookup_registries: Vec<String>,
-    denied_lookup_networks: Vec<String>,
-    not_found_may_mean_denied: Vec<String>,
+    /// `None` when not written: the defaults, which need no parsing.
+    denied_lookup_networks: Option<Vec<String>>,
+    /// `None` when not written: the defaults, compiled only if a 404 asks for them.
+    not_found_may_mean_denied: Option<Vec<String>>,
     short_names: ShortNameRules,
     lookup_broker: Option<BrokerSettings>,
 }
@@ -150,10 +153,8 @@ impl Default for RawSettings {
             owned_objects: None,
             owned_pods: None,
             lookup_registries: Vec::new(),
-            denied_lookup_networks: DEFAULT_DENIED_NETWORKS.map(str::to_owned).to_vec(),
-            not_found_may_mean_denied: DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
-                .map(str::to_owned)
-                .to_vec(),
+            denied_lookup_networks: None,
+            not_found_may_mean_denied: None,
             short_names: ShortNameRules::default(),
             lookup_broker: None,
         }
@@ -182,7 +183,7 @@ pub struct Settings {
     /// Which registries lookups may go to.
     pub lookup_scope: LookupScope,
     /// Registries whose 404 proves nothing to a caller that may not see the repository.
-    not_found_may_mean_denied: LazyGlobs,
+    not_found_may_mean_denied: NotFoundGlobs,
     /// What the nodes' runtime pulls for an image written without a registry.
     pub short_names: ShortNames,
     /// The lookup broker, when lookups with pods' pull secrets go through one.
@@ -203,7 +204,7 @@ impl Default for Settings {
             custom_kinds: Vec::new(),
             owned_objects: OwnedObjects::default(),
             lookup_scope: LookupScope::default(),
-            not_found_may_mean_denied: LazyGlobs::Default,
+            not_found_may_mean_denied: NotFoundGlobs::default(),
             short_names: ShortNames::default(),
             lookup_broker: None,
             exempt_namespaces: HashSet::new(),
@@ -218,8 +219,8 @@ impl Settings {
     /// removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
         // The usual settings, `{}`, need neither parsing nor compiling: policy-server 1.36 reads
-        // the settings on a fresh instance for every request, and compiling the defaults ran
-        // code (CIDR and glob parsers) that no other part of a decision needs.
+        // the settings on a fresh instance for every request, and even with nothing to compile
+        // the parser and every sub-compiler are code no other part of a decision runs.
         if value.is_null() || value.as_object().is_some_and(serde_json::Map::is_empty) {
             return Ok(Settings::default());
         }
@@ -275,17 +276,25 @@ impl Settings {
                 CustomKind::new(rule).map_err(within(&format!("customResources[{i}]")))
             })
             .collect::<Result<_, _>>()?;
-        let lookup_scope = LookupScope::new(&raw.lookup_registries, &raw.denied_lookup_networks)
-            .map_err(within(""))?;
-        let not_found_may_mean_denied: Vec<_> = raw
-            .not_found_may_mean_denied
-            .iter()
-            .enumerate()
-            .map(|(i, pattern)| {
-                compile_pattern(pattern)
-                    .map_err(|p| SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p))
-            })
-            .collect::<Result<_, _>>()?;
+        let lookup_scope = LookupScope::new(
+            &raw.lookup_registries,
+            raw.denied_lookup_networks.as_deref(),
+        )
+        .map_err(within(""))?;
+        let not_found_may_mean_denied = match raw.not_found_may_mean_denied {
+            None => NotFoundGlobs::default(),
+            Some(patterns) => NotFoundGlobs::compiled(
+                patterns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pattern)| {
+                        compile_pattern(pattern).map_err(|p| {
+                            SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p)
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
         // Both names at once: the Kubewarden UI writes ownedObjects' default next to an older
         // ownedPods when it edits a policy, so a default cannot be told from a choice; checking
@@ -303,7 +312,7 @@ impl Settings {
             owned_objects,
             short_names,
             lookup_scope,
-            not_found_may_mean_denied: LazyGlobs::Compiled(not_found_may_mean_denied),
+            not_found_may_mean_denied,
             pull_secrets: raw.pull_secrets,
             time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
             mirrors,
@@ -344,36 +353,34 @@ impl Settings {
     }
 }
 
-/// `notFoundMayMeanDenied`'s globs. The defaults are compiled only when a 404 asks for them:
-/// policy-server 1.36 builds the settings afresh for every request, and most requests see no
-/// 404.
-#[derive(Clone)]
-enum LazyGlobs {
-    /// [`DEFAULT_NOT_FOUND_MAY_MEAN_DENIED`], compiled on each use.
-    Default,
-    /// Globs the operator wrote, compiled (and so checked) with the settings.
-    Compiled(Vec<glob::Pattern>),
+/// `notFoundMayMeanDenied`'s globs. When the operator wrote none, the defaults are compiled
+/// when a 404 first asks for them: policy-server 1.36 compiles the settings for every request,
+/// and most requests see no 404.
+#[derive(Clone, Default)]
+struct NotFoundGlobs(OnceCell<Vec<glob::Pattern>>);
+
+impl NotFoundGlobs {
+    /// The globs the operator wrote, already compiled (and so checked).
+    fn compiled(patterns: Vec<glob::Pattern>) -> Self {
+        NotFoundGlobs(OnceCell::from(patterns))
+    }
+
+    fn patterns(&self) -> &[glob::Pattern] {
+        self.0.get_or_init(|| {
+            DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
+                .iter()
+                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
+                .collect()
+        })
+    }
 }
 
-/// The globs as written, whichever the variant: the defaults read as what compiling them gives.
-impl fmt::Debug for LazyGlobs {
+/// The globs as written, compiled yet or not.
+impl fmt::Debug for NotFoundGlobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
             .entries(self.patterns().iter().map(glob::Pattern::as_str))
             .finish()
-    }
-}
-
-impl LazyGlobs {
-    fn patterns(&self) -> std::borrow::Cow<'_, [glob::Pattern]> {
-        match self {
-            LazyGlobs::Default => DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
-                .iter()
-                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
-                .collect::<Vec<_>>()
-                .into(),
-            LazyGlobs::Compiled(patterns) => patterns.as_slice().into(),
-        }
     }
 }
 
@@ -471,6 +478,20 @@ mod tests {
                 compiled
             );
         }
+    }
+
+    #[test]
+    fn unwritten_lists_keep_their_defaults_and_empty_ones_clear_them() {
+        let metadata = ImageReference::parse("169.254.169.254/latest/meta-data:1").unwrap();
+        let unwritten = Settings::from_value(&json!({"pinDigests": true})).unwrap();
+        assert!(unwritten.not_found_may_mean_denied("acme.jfrog.io"));
+        assert!(unwritten.lookup_scope.refusal(&metadata).is_some());
+        let cleared = Settings::from_value(&json!({
+            "notFoundMayMeanDenied": [], "deniedLookupNetworks": []
+        }))
+        .unwrap();
+        assert!(!cleared.not_found_may_mean_denied("acme.jfrog.io"));
+        assert!(cleared.lookup_scope.refusal(&metadata).is_none());
     }
 
     #[test]
