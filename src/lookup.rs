@@ -81,8 +81,8 @@ impl<'s> Lookups<'s> {
     }
 
     /// The result for the location `reference` of `image`, looked up for `pod`: from the
-    /// credentialed batch, or looked up now with the stock capability, once per distinct
-    /// reference. Stock lookups are made on demand so that a mirror chain stops at the first
+    /// credentialed batch, or looked up now with the stock capability (at the lookup broker
+    /// where its routes send it), once per distinct reference. Stock lookups are made on demand so that a mirror chain stops at the first
     /// location with the image.
     fn at(
         &mut self,
@@ -92,17 +92,15 @@ impl<'s> Lookups<'s> {
         budget: &Budget,
         host: &impl Host,
     ) -> LookupResult {
-        if !self.credentialed {
-            let brokered = self
-                .broker
-                .as_ref()
-                .and_then(|broker| broker.reference(pod, image, reference));
-            if let Some(brokered) = brokered {
-                return self.through_broker_at(pod, image, reference, &brokered, budget, host);
-            }
-        }
+        // through the broker (the reference rewritten for it), unless the batch answered
+        let brokered = match &self.broker {
+            Some(routes) if !self.credentialed => routes
+                .reference(pod, image, reference)
+                .map(|rewritten| (routes, rewritten)),
+            _ => None,
+        };
         let key = LookupKey {
-            credentials: self.credentialed.then(|| (pod, image.name())),
+            credentials: (self.credentialed || brokered.is_some()).then(|| (pod, image.name())),
             reference: reference.lookup_reference(),
         };
         // one search of the results, not a `get` and an `insert`: a key is a long string
@@ -110,9 +108,16 @@ impl<'s> Lookups<'s> {
             Entry::Occupied(known) => return known.get().clone(),
             Entry::Vacant(entry) => entry,
         };
-        let result = match refusal(&mut self.refusals, self.scope, reference) {
-            Some(refusal) => Err(refusal),
-            None => budget.call(host, || host.manifest_digest(&entry.key().reference)),
+        // the scope judges the real registry, and failures name it, never the broker
+        let result = match (refusal(&mut self.refusals, self.scope, reference), brokered) {
+            (Some(refusal), _) => Err(refusal),
+            (None, None) => budget.call(host, || host.manifest_digest(&entry.key().reference)),
+            (None, Some((routes, rewritten))) => {
+                self.brokered.insert((pod, image.name()));
+                budget
+                    .call(host, || host.manifest_digest(&rewritten))
+                    .map_err(|failure| routes.explain(failure, &rewritten, reference))
+            }
         };
         entry.insert(result).clone()
     }
@@ -121,40 +126,6 @@ impl<'s> Lookups<'s> {
     /// already answered them).
     pub fn through_broker(&mut self, routes: BrokerRoutes) {
         self.broker = Some(routes);
-    }
-
-    /// [`Lookups::at`] through the broker: `brokered` is the rewritten reference; the scope
-    /// still judges the real registry, and failures name it, never the broker.
-    fn through_broker_at(
-        &mut self,
-        pod: PodId,
-        image: &ImageReference,
-        reference: &ImageReference,
-        brokered: &str,
-        budget: &Budget,
-        host: &impl Host,
-    ) -> LookupResult {
-        let key = LookupKey {
-            credentials: Some((pod, image.name())),
-            reference: reference.lookup_reference(),
-        };
-        let entry = match self.results.entry(key) {
-            Entry::Occupied(known) => return known.get().clone(),
-            Entry::Vacant(entry) => entry,
-        };
-        let result = match refusal(&mut self.refusals, self.scope, reference) {
-            Some(refusal) => Err(refusal),
-            None => {
-                self.brokered.insert((pod, image.name()));
-                budget
-                    .call(host, || host.manifest_digest(brokered))
-                    .map_err(|failure| match &self.broker {
-                        Some(broker) => broker.explain(failure, brokered, reference),
-                        None => failure,
-                    })
-            }
-        };
-        entry.insert(result).clone()
     }
 
     /// True when the lookups of `image` for `pod` used the pod's own credentials (the
