@@ -221,3 +221,97 @@ server_bench() {
   echo
   echo "Server RSS: ${idle_rss} MiB after start (4 policies loaded), peak (VmHWM) ${peak} MiB after every case."
 }
+
+# server_profile: the section `profile` (not run by default: about 6 minutes, most of it the
+# server compiling its modules under valgrind). The real policy-server under callgrind with
+# cache simulation, BENCH_PROFILE_REQUESTS (20) identical warm requests to each module in turn,
+# the counters dumped after each; bench/server_callgrind.py reads the dumps. Instructions and
+# instruction-cache misses per request do not move with the machine's load as times do, so a
+# change to the policy can be judged on one run (docs/performance.md, "fifth follow-up").
+server_profile() {
+  echo
+  echo "## The real policy-server under callgrind (instructions and I-cache misses per request)"
+  echo
+  if [[ ! -x "$PS_BIN" ]] || ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
+    echo "SKIPPED: needs a policy-server binary ($PS_BIN) and valgrind."
+    echo "bench: callgrind profile SKIPPED (policy-server or valgrind missing)" >&2
+    return 0
+  fi
+  local n=${BENCH_PROFILE_REQUESTS:-20} dir="$E2E_WORK/server-profile" d images m i port probe_port
+  d="$E2E_WORK/policy-server"
+  mkdir -p "$dir" "$d/home" "$d/downloads" "$d/sigstore"
+  E2E_KWCTL_HOME="$d/home"
+  annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$dir/accept-all.wasm"
+  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$dir/probe.wasm"
+  annotate "$POLICY" "$ROOT/policy-metadata.yml" "$dir/policy.wasm"
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" '
+      ["oci/v1/manifest_digest"] as $oci
+      | {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
+         probe: {module: $p, settings: {}, hostCapabilities: $oci},
+         policy: {module: $x, settings: {}, hostCapabilities: $oci}}' >"$dir/policies.yml"
+  port=$(free_port)
+  probe_port=$(free_port)
+  (cd "$dir" && exec env -u RUST_BACKTRACE -u KUBECONFIG HOME="$d/home" valgrind --tool=callgrind \
+    --cache-sim=yes --callgrind-out-file="$dir/callgrind.out" "$PS_BIN" \
+    --policies "$dir/policies.yml" --addr 127.0.0.1 --port "$port" \
+    --readiness-probe-port "$probe_port" --workers "${BENCH_WORKERS:-2}" \
+    --sources-path "$(write_sources_yaml server-profile --insecure "$REG_ANON")" \
+    --policy-timeout 600 --ignore-kubernetes-connection-failure \
+    --sigstore-trust-config "$(kwctl_trust_config)" --sigstore-cache-dir "$d/sigstore" \
+    --policies-download-dir "$d/downloads" --log-level warn --log-no-color \
+    >"$dir/server.log" 2>&1 3>&-) &
+  PS_PID=$!
+  if ! wait_until 1200 ps_ready_or_dead "$probe_port" || ! kill -0 "$PS_PID" 2>/dev/null; then
+    echo "bench: policy-server did not start under valgrind:" >&2
+    tail -n 5 "$dir/server.log" >&2
+    ps_stop
+    return 1
+  fi
+  # send N FILE MODULE: N requests, one after the other; the last answer must admit
+  send() {
+    local k
+    for ((k = 0; k < $1; k++)); do
+      curl -sf --noproxy '*' -o "$dir/answer.json" -H 'content-type: application/json' \
+        --data "@$2" "http://127.0.0.1:$port/validate/$3"
+    done
+    jq -e '.response.allowed == true and (.response.warnings // [] | length == 0)' \
+      "$dir/answer.json" >/dev/null || { echo "bench: $3 did not admit: $(cat "$dir/answer.json")" >&2; return 1; }
+  }
+  local dumps=()
+  for images in 1 10; do
+    review_lines "$dir/reviews-$images.jsonl" "$images" 1 "" "$REG_ANON/bench"
+    head -n1 "$dir/reviews-$images.jsonl" >"$dir/review-$images.json"
+    for m in accept-all probe policy; do
+      send 3 "$dir/review-$images.json" "$m" # warm the digest cache and the server's paths
+    done
+    # a dump of its own for everything before the measured requests (the first dump of a run
+    # also carries costs from before it), then one per module
+    callgrind_control -d warmup "$PS_PID" >/dev/null 2>&1
+    for m in accept-all probe policy; do
+      callgrind_control -z "$PS_PID" >/dev/null 2>&1
+      send "$n" "$dir/review-$images.json" "$m"
+      callgrind_control -d "$m $images" "$PS_PID" >/dev/null 2>&1
+    done
+  done
+  ps_stop
+  local f
+  for f in "$dir"/callgrind.out.*; do
+    grep -q '^desc: Trigger: dump warmup' "$f" || dumps+=("$f")
+  done
+  python3 "$ROOT/bench/server_callgrind.py" "$n" "${dumps[@]}" >"$OUT/server-profile.jsonl"
+  echo "$("$PS_BIN" --version 2>/dev/null | head -n1) under valgrind's callgrind (--cache-sim=yes: 32 KiB 8-way L1i), --workers ${BENCH_WORKERS:-2}, $n identical warm requests per module and Pod, one at a time. $(machine). Per request; \"wasm\" is the code wasmtime compiled from the modules, \"server\" everything else the server ran."
+  echo
+  echo "| images | module | instructions | I-cache misses | wasm: instructions | wasm: I-cache misses | server: instructions | server: I-cache misses |"
+  echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+  jq -r '(.label | split(" ")) as [$m, $n]
+    | "| \($n) | \($m) | \(.ir) | \(.i1mr) | \(.wasm_ir) | \(.wasm_i1mr) | \(.server_ir) | \(.server_i1mr) |"' \
+    "$OUT/server-profile.jsonl"
+  echo
+  echo "| images | policy / probe: instructions | policy / probe: I-cache misses | policy − probe: wasm I-cache misses | policy − probe: server I-cache misses |"
+  echo "|---:|---:|---:|---:|---:|"
+  jq -rs 'def r2: . * 100 | round / 100;
+    map({key: .label, value: .}) | from_entries as $d
+    | ("1", "10") as $n | $d["probe \($n)"] as $p | $d["policy \($n)"] as $x
+    | "| \($n) | \($x.ir / $p.ir | r2) | \($x.i1mr / $p.i1mr | r2) | \($x.wasm_i1mr - $p.wasm_i1mr) | \($x.server_i1mr - $p.server_i1mr) |"' \
+    "$OUT/server-profile.jsonl"
+}

@@ -8,6 +8,10 @@
 #                     when there is none): requests per second, p50, p99, the server's CPU
 #                     and page faults per request, warm, cold and 50 ms away; peak RSS.
 #                     bench/policy_server.sh, with the load generator bench/loadgen.rs;
+#   0b. profile       (only when BENCH_SECTIONS names it, ~6 minutes; needs valgrind) the same
+#                     server under callgrind: instructions and instruction-cache misses per
+#                     request, the policy's compiled code apart from the server's, which do not
+#                     move with the machine's load. bench/policy_server.sh, bench/server_callgrind.py;
 #   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
 #                     and 100 containers, against benches/accept-all (parses, accepts) and
 #                     benches/probe (parses, one oci/v1/manifest_digest per distinct image,
@@ -25,7 +29,8 @@
 # accept-all and probe modules (ACCEPT_ALL_WASM, PROBE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
 # BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
 # case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench), BENCH_SECTIONS (the
-# sections to run, "server guest size e2e batch"), and those of bench/policy_server.sh.
+# sections to run, "server guest size e2e batch broker" by default; "profile" only when named),
+# and those of bench/policy_server.sh.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -120,6 +125,14 @@ if section server; then
   rustc --edition 2021 -O "$ROOT/bench/loadgen.rs" -o "$LOADGEN"
   trap 'ps_stop; cleanup' EXIT
   server_bench
+fi
+
+# --- 0b. The real policy-server under callgrind (opt-in: BENCH_SECTIONS=profile) ------------
+if section profile; then
+  # shellcheck source=bench/policy_server.sh
+  source "$ROOT/bench/policy_server.sh"
+  trap 'ps_stop; cleanup' EXIT
+  server_profile
 fi
 
 # --- 1. Guest cost ------------------------------------------------------------------------

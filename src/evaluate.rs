@@ -74,8 +74,10 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         Planned::Nothing => return Decision::accept(),
         Planned::Malformed(message) => return Decision::malformed(message),
     };
-    // planning read the pull secrets: not a lookup
-    budget.resume(host);
+    // the pull secrets planning read are not a lookup; without them, no clock reading
+    if plan.asked_the_cluster() {
+        budget.resume(host);
+    }
     let credentialed = settings.pull_secrets.credentialed_lookups;
     let mut lookups = Lookups::start(
         &plan.pods,

@@ -42,11 +42,7 @@ impl<'a, H: Host> NodeImages<'a, H> {
     pub fn holding(&mut self, reference: &ImageReference) -> Vec<String> {
         let (host, budget) = (self.host, self.budget);
         self.nodes
-            .get_or_insert_with(|| {
-                let nodes = read_nodes(host);
-                budget.resume(host);
-                nodes
-            })
+            .get_or_insert_with(|| budget.outside(host, || read_nodes(host)))
             .iter()
             .filter(|node| node.images.iter().any(|image| same_image(image, reference)))
             .map(|node| node.name.clone())

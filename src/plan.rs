@@ -37,6 +37,15 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
+impl Plan {
+    /// True when planning asked the host for pull secrets or ServiceAccounts.
+    pub fn asked_the_cluster(&self) -> bool {
+        self.pods
+            .iter()
+            .any(|pod| pod.secrets.as_ref().is_some_and(|s| s.asked_the_cluster))
+    }
+}
+
 /// Identifies a pod spec of the request, so that lookups made with its credentials are kept
 /// apart from other pods'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -255,12 +255,11 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
                 field_selector: None,
                 field_masks: Some(NODE_FIELDS.iter().map(|f| (*f).to_owned()).collect()),
             };
-            let nodes = host
-                .list_resources_all(&request)
-                .map(|list| nodes_of(&list))
-                .unwrap_or_default();
-            budget.resume(host);
-            nodes
+            budget.outside(host, || {
+                host.list_resources_all(&request)
+                    .map(|list| nodes_of(&list))
+                    .unwrap_or_default()
+            })
         })
     }
 

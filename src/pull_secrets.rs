@@ -51,6 +51,9 @@ pub struct PullSecrets {
     pub findings: Vec<SecretFinding>,
     /// Why secrets could not be read at all (`None` when they were consulted).
     pub unavailable: Option<String>,
+    /// True when the host was asked for a ServiceAccount or a Secret: time the policy's
+    /// budget must not charge to its first lookup. A Pod that lists no secret asks nothing.
+    pub asked_the_cluster: bool,
 }
 
 impl PullSecrets {
@@ -109,6 +112,7 @@ pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecret
         let origin = SecretOrigin::ServiceAccount(account.to_owned());
         let request =
             ResourceRequest::core("ServiceAccount", namespace, account, SERVICE_ACCOUNT_FIELDS);
+        result.asked_the_cluster = true;
         match host.get_resource(&request) {
             Ok(service_account) => (secret_names(&service_account), origin),
             Err(error) if error.is_not_found() => {
@@ -137,6 +141,7 @@ pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecret
             description: format!("pull secret {object:?} (from {origin})"),
             failure: Failure::new(kind, detail),
         };
+        result.asked_the_cluster = true;
         match host.get_resource(&ResourceRequest::core(
             "Secret",
             namespace,

@@ -375,6 +375,41 @@ fn six_slow_images(latency_ms: u64) -> (Value, InMemoryHost) {
 }
 
 #[test]
+fn the_clock_is_read_at_the_start_before_each_later_lookup_and_after_pull_secrets() {
+    // Under a real host every reading is a WASI call: one per lookup, not one around each.
+    let (mut request, host) = six_slow_images(10);
+    request["object"]["spec"]["imagePullSecrets"] = json!([]);
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert_eq!(host.digest_calls().len(), 6);
+    assert!(
+        host.calls().iter().all(|c| c.starts_with("digest ")),
+        "{:?}",
+        host.calls()
+    );
+    assert_eq!(
+        host.clock_readings(),
+        6,
+        "the start, then before lookups 2 to 6"
+    );
+
+    // A template's ServiceAccount and pull secrets are read before the lookups: one reading
+    // after them, so that the first lookup is not charged for them.
+    let host = all_present();
+    let response = run(&fixture("deployment-create.json"), json!({}), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        host.calls().iter().any(|c| c.starts_with("get ")),
+        "{:?}",
+        host.calls()
+    );
+    assert_eq!(
+        host.clock_readings(),
+        1 + 1 + (host.digest_calls().len() - 1)
+    );
+}
+
+#[test]
 fn the_time_budget_stops_new_lookups_and_says_so() {
     // Each call takes 400 ms; of 1000 ms, 200 ms are left after two lookups (0, 400): less than
     // the slowest lookup took, so a third would most likely overrun and is not started.

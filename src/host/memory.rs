@@ -30,6 +30,7 @@ pub struct InMemoryHost {
     nodes: Option<Value>,
     latency: Duration,
     clock: Cell<Duration>,
+    readings: Cell<usize>,
     calls: RefCell<Vec<String>>,
 }
 
@@ -170,6 +171,11 @@ impl InMemoryHost {
         self.calls.borrow().clone()
     }
 
+    /// How often the policy read the clock: under a real host, each reading is a WASI call.
+    pub fn clock_readings(&self) -> usize {
+        self.readings.get()
+    }
+
     /// Only the references looked up with `manifest_digest`.
     pub fn digest_calls(&self) -> Vec<String> {
         self.calls()
@@ -181,6 +187,7 @@ impl InMemoryHost {
 
 impl Host for InMemoryHost {
     fn now(&self) -> Duration {
+        self.readings.set(self.readings.get() + 1);
         self.clock.get()
     }
 
