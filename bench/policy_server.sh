@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Sourced by bench/run.sh: the policy, the probe and accept-all on the real Kubewarden
-# policy-server, side by side in one server, one run. Defines server_bench; expects run.sh's
-# helpers (registry REG_ANON with bench/img-0..9:1.0 pushed, proxy_start, machine) and
-# LOADGEN, the load generator built from bench/loadgen.rs.
+# policy-server, side by side in one server, one run. Defines server_bench (timed, with
+# LOADGEN, the load generator built from bench/loadgen.rs) and server_profile (counted under
+# callgrind); expects run.sh's helpers (registry REG_ANON with bench/img-0..9:1.0 pushed,
+# proxy_start, machine).
 #
 # Cases, each with 1 and 10 distinct images per Pod:
 #   warm   the same images every request: the server's 60 s digest cache answers;

@@ -13,8 +13,8 @@ use crate::host::{Host, HostError};
 /// most likely overrun.
 ///
 /// The clock is read when it is needed, not around every call: under a real host every
-/// reading is a WASI call, which costs a fresh instance more than a lookup answered from the
-/// policy server's cache (docs/performance.md). A measured call ends at the next reading, the
+/// reading is a WASI call through wasmtime's WASI layer, code that a fresh instance finds cold
+/// (docs/performance.md, "fifth follow-up"). A measured call ends at the next reading, the
 /// one taken before the next call decides whether that call may start; so the last call of a
 /// request is never timed, and a one-lookup Pod reads the clock once. A call is taken to start
 /// at the latest reading, so the guest's own work between two calls (microseconds, against a
@@ -54,8 +54,8 @@ impl Budget {
         self.read(host);
     }
 
-    /// Runs host calls the budget does not measure (pull secrets, Node lists), so that no
-    /// lookup is charged for them: a lookup still being timed ends before them, and the next
+    /// Runs host calls the budget does not measure, made between lookups (Node lists), so that
+    /// no lookup is charged for them: a lookup still being timed ends before them, and the next
     /// one starts after them. They still spend from the deadline.
     pub fn outside<T>(&self, host: &impl Host, calls: impl FnOnce() -> T) -> T {
         if self.open.get() {
