@@ -29,23 +29,26 @@ ps_stop() {
   PS_PID=""
 }
 
-# ps_start POLICIES SOURCES: starts policy-server on loopback ports (no TLS, no cluster) and
-# waits until it is ready; sets PS_PID and PS_ADDR.
+# ps_start POLICIES SOURCES [READY_SECS [LAUNCHER...]]: starts policy-server on loopback
+# ports (no TLS, no cluster), through LAUNCHER when given (valgrind), and waits up to
+# READY_SECS (60) until it is ready; sets PS_PID and PS_ADDR.
 ps_start() {
-  local policies=$1 sources=$2 dir="$E2E_WORK/policy-server" port probe_port attempt
+  local policies=$1 sources=$2 ready=${3:-60} dir="$E2E_WORK/policy-server" port probe_port attempt
+  shift $(($# < 3 ? $# : 3))
+  local launcher=("$@")
   mkdir -p "$dir/home" "$dir/downloads" "$dir/sigstore"
   E2E_KWCTL_HOME="$dir/home" # where kwctl_trust_config keeps its offline trust file
   for attempt in 1 2 3; do
     port=$(free_port)
     probe_port=$(free_port)
-    env -u RUST_BACKTRACE -u KUBECONFIG HOME="$dir/home" "$PS_BIN" \
+    env -u RUST_BACKTRACE -u KUBECONFIG HOME="$dir/home" "${launcher[@]}" "$PS_BIN" \
       --policies "$policies" --addr 127.0.0.1 --port "$port" --readiness-probe-port "$probe_port" \
       --workers "${BENCH_WORKERS:-2}" --sources-path "$sources" --policy-timeout 30 \
       --ignore-kubernetes-connection-failure --sigstore-trust-config "$(kwctl_trust_config)" \
       --sigstore-cache-dir "$dir/sigstore" --policies-download-dir "$dir/downloads" \
       --log-level warn --log-no-color >"$dir/server.log" 2>&1 3>&- &
     PS_PID=$!
-    if wait_until 60 ps_ready_or_dead "$probe_port" && kill -0 "$PS_PID" 2>/dev/null; then
+    if wait_until "$ready" ps_ready_or_dead "$probe_port" && kill -0 "$PS_PID" 2>/dev/null; then
       PS_ADDR=127.0.0.1:$port
       return 0
     fi
@@ -54,6 +57,14 @@ ps_start() {
     ps_stop
   done
   return 1
+}
+
+# ps_annotate DIR: accept-all, the probe and the policy, annotated into DIR (as
+# accept-all.wasm, probe.wasm, policy.wasm).
+ps_annotate() {
+  annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$1/accept-all.wasm"
+  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$1/probe.wasm"
+  annotate "$POLICY" "$ROOT/policy-metadata.yml" "$1/policy.wasm"
 }
 
 # annotate MODULE METADATA OUT: MODULE with its metadata embedded, which policy-server needs
@@ -144,9 +155,7 @@ server_bench() {
   mkdir -p "$dir" "$E2E_WORK/policy-server/home"
   proxy_start --mode delay --upstream "$REG_ANON" --delay-ms 50
   local slow_reg=$PROXY_ADDR
-  annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$dir/accept-all.wasm"
-  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$dir/probe.wasm"
-  annotate "$POLICY" "$ROOT/policy-metadata.yml" "$dir/policy.wasm"
+  ps_annotate "$dir"
   # one server, every module, with the same grant: the registry capabilities the policy may
   # use (none is granted by default). The policy with default settings, and with a budget that
   # lets ten 50 ms lookups finish (the default 1.5 s would turn slow answers into warnings).
@@ -238,42 +247,24 @@ server_profile() {
     echo "bench: callgrind profile SKIPPED (policy-server or valgrind missing)" >&2
     return 0
   fi
-  local n=${BENCH_PROFILE_REQUESTS:-20} dir="$E2E_WORK/server-profile" d images m i port probe_port
-  d="$E2E_WORK/policy-server"
-  mkdir -p "$dir" "$d/home" "$d/downloads" "$d/sigstore"
-  E2E_KWCTL_HOME="$d/home"
-  annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$dir/accept-all.wasm"
-  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$dir/probe.wasm"
-  annotate "$POLICY" "$ROOT/policy-metadata.yml" "$dir/policy.wasm"
+  local n=${BENCH_PROFILE_REQUESTS:-20} dir="$E2E_WORK/server-profile" images m
+  mkdir -p "$dir" "$E2E_WORK/policy-server/home"
+  ps_annotate "$dir"
   jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" '
       ["oci/v1/manifest_digest"] as $oci
       | {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
          probe: {module: $p, settings: {}, hostCapabilities: $oci},
          policy: {module: $x, settings: {}, hostCapabilities: $oci}}' >"$dir/policies.yml"
-  port=$(free_port)
-  probe_port=$(free_port)
-  (cd "$dir" && exec env -u RUST_BACKTRACE -u KUBECONFIG HOME="$d/home" valgrind --tool=callgrind \
-    --cache-sim=yes --callgrind-out-file="$dir/callgrind.out" "$PS_BIN" \
-    --policies "$dir/policies.yml" --addr 127.0.0.1 --port "$port" \
-    --readiness-probe-port "$probe_port" --workers "${BENCH_WORKERS:-2}" \
-    --sources-path "$(write_sources_yaml server-profile --insecure "$REG_ANON")" \
-    --policy-timeout 600 --ignore-kubernetes-connection-failure \
-    --sigstore-trust-config "$(kwctl_trust_config)" --sigstore-cache-dir "$d/sigstore" \
-    --policies-download-dir "$d/downloads" --log-level warn --log-no-color \
-    >"$dir/server.log" 2>&1 3>&-) &
-  PS_PID=$!
-  if ! wait_until 1200 ps_ready_or_dead "$probe_port" || ! kill -0 "$PS_PID" 2>/dev/null; then
-    echo "bench: policy-server did not start under valgrind:" >&2
-    tail -n 5 "$dir/server.log" >&2
-    ps_stop
+  # compiling the modules under valgrind takes minutes
+  ps_start "$dir/policies.yml" "$(write_sources_yaml server-profile --insecure "$REG_ANON")" 1200 \
+    valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$dir/callgrind.out" ||
     return 1
-  fi
   # send N FILE MODULE: N requests, one after the other; the last answer must admit
   send() {
     local k
     for ((k = 0; k < $1; k++)); do
       curl -sf --noproxy '*' -o "$dir/answer.json" -H 'content-type: application/json' \
-        --data "@$2" "http://127.0.0.1:$port/validate/$3"
+        --data "@$2" "http://$PS_ADDR/validate/$3"
     done
     jq -e '.response.allowed == true and (.response.warnings // [] | length == 0)' \
       "$dir/answer.json" >/dev/null || { echo "bench: $3 did not admit: $(cat "$dir/answer.json")" >&2; return 1; }

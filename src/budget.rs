@@ -108,6 +108,7 @@ impl Budget {
 
     /// Runs one host call, timing it.
     pub fn measure<T>(&self, host: &impl Host, call: impl FnOnce() -> T) -> T {
+        // ends the call before this one, if it is still being timed
         self.now(host);
         let result = call();
         self.open.set(true);

@@ -82,8 +82,8 @@ impl<'s> Lookups<'s> {
 
     /// The result for the location `reference` of `image`, looked up for `pod`: from the
     /// credentialed batch, or looked up now with the stock capability (at the lookup broker
-    /// where its routes send it), once per distinct reference. Stock lookups are made on demand so that a mirror chain stops at the first
-    /// location with the image.
+    /// where its routes send it), once per distinct reference. Stock lookups are made on
+    /// demand so that a mirror chain stops at the first location with the image.
     fn at(
         &mut self,
         pod: PodId,
