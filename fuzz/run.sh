@@ -2,8 +2,11 @@
 # Seeds the corpora, builds every fuzz target and runs each for SECONDS (default 30), one after
 # the other. cargo-fuzz passes nightly -Z flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain
 # accept them. No sanitizer (the policy has no unsafe code, and a panic is what is looked
-# for), debug assertions on so that integer overflows panic too. Each run's full log is
-# fuzz/artifacts/<target>.log; a crash stops here, its input in fuzz/artifacts/<target>/.
+# for), the workspace's dev profile (its dependencies optimised, debug assertions on so that
+# integer overflows panic too; the release profile's fat LTO would only slow the build). Each
+# run's full log is fuzz/artifacts/<target>.log; a crash stops here, its input in
+# fuzz/artifacts/<target>/. Installs cargo-fuzz first when it is missing: only fuzzing needs
+# it, so `.ci/setup` (and `make demo`) does not.
 #
 # Usage: bash fuzz/run.sh [SECONDS] [TARGET...]
 set -euo pipefail
@@ -13,13 +16,10 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(reference docker_config keyring settings validate)
-flags=(--sanitizer none --debug-assertions)
+flags=(--sanitizer none --dev)
 export RUSTC_BOOTSTRAP=1
 
-command -v cargo-fuzz >/dev/null || {
-  echo "cargo-fuzz is missing: cargo install cargo-fuzz --locked (or make setup)" >&2
-  exit 1
-}
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 bash "$fuzz/seed.sh"
 cd "$fuzz"
 cargo fuzz build "${flags[@]}"

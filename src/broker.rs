@@ -19,9 +19,11 @@ use broker_reference::{BrokeredName, Credentials};
 use serde_json::Value;
 
 pub use crate::broker_settings::{BrokerSettings, BrokerUse};
+use crate::credentials::{distinct_names, SecretSource};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{
-    Host, HostError, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse, ResourceRequest,
+    Host, HostError, HostErrorKind, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse,
+    ResourceRequest,
 };
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
@@ -47,23 +49,20 @@ impl BrokerRoutes {
         let mut routes = HashMap::new();
         for pod in pods {
             let Some(spec) = &pod.spec else { continue };
-            let credentials = if spec.admitted_pod || !spec.image_pull_secrets.is_empty() {
-                let mut seen = std::collections::HashSet::new();
-                Credentials::PullSecrets(
-                    spec.image_pull_secrets
-                        .iter()
+            let credentials = match SecretSource::of(
+                spec.admitted_pod,
+                &spec.image_pull_secrets,
+                spec.service_account_name.as_deref(),
+            ) {
+                SecretSource::PodSpec => Credentials::PullSecrets(
+                    distinct_names(spec.image_pull_secrets.iter().map(String::as_str))
+                        .into_iter()
                         // names that cannot be Secrets are skipped, as the kubelet skips them
                         .filter(|n| broker_reference::is_dns_subdomain(n))
-                        .filter(|n| seen.insert(n.as_str()))
-                        .cloned()
+                        .map(str::to_owned)
                         .collect(),
-                )
-            } else {
-                Credentials::ServiceAccount(
-                    spec.service_account_name
-                        .clone()
-                        .unwrap_or_else(|| "default".into()),
-                )
+                ),
+                SecretSource::ServiceAccount(account) => Credentials::ServiceAccount(account),
             };
             for check in &pod.checks {
                 let Ok(image) = &check.reference else {
@@ -71,9 +70,7 @@ impl BrokerRoutes {
                 };
                 let name = image.name();
                 let covered = match &pod.secrets {
-                    Some(secrets) if secrets.consulted() => {
-                        !secrets.keyring.lookup(&name).is_empty()
-                    }
+                    Some(secrets) if secrets.consulted() => secrets.keyring.covers(&name),
                     // secrets not read by the policy: the broker reads them; a pod naming none
                     // has none, a template may get its ServiceAccount's
                     _ => match &credentials {
@@ -136,31 +133,13 @@ impl BrokerRoutes {
         Some(reference)
     }
 
-    /// A failure of a brokered lookup, told in terms of the real image: the broker's host and
-    /// the encoded name never reach a message. A bare 401 is the broker refusing the policy
-    /// server itself (no or a wrong caller credential): nothing was learnt about the image.
-    pub fn explain(&self, failure: Failure, brokered: &str, location: &ImageReference) -> Failure {
-        let host = &self.settings.host;
-        let path = brokered
-            .strip_prefix(&format!("{host}/"))
-            .unwrap_or(brokered);
-        // encoded names have no `:`: what follows one is the tag
-        let encoded = path.split(['@', ':']).next().unwrap_or(path);
-        let (registry, repository) = (location.registry(), location.repository());
-        let detail = failure
-            .detail
-            .replace(
-                &format!("{host}/v2/{encoded}/"),
-                &format!("{registry}/v2/{repository}/"),
-            )
-            .replace(
-                &format!("{host}/{encoded}"),
-                &format!("{registry}/{repository}"),
-            )
-            .replace(encoded, repository)
-            .replace(host.as_str(), registry);
-        let lower = detail.to_ascii_lowercase();
-        if failure.kind == FailureKind::Unauthorized && !lower.contains("denied") {
+    /// A failed brokered lookup, told in terms of the real image: the broker's host and the
+    /// encoded name never reach a message. A 401 without `DENIED` is the broker refusing the
+    /// policy server itself (no or a wrong caller credential): nothing was learnt about the
+    /// image.
+    pub fn explain(&self, error: &HostError, brokered: &str, location: &ImageReference) -> Failure {
+        let registry = location.registry();
+        if error.kind() == HostErrorKind::Unauthorized && !error.registry_denied() {
             return Failure::new(
                 FailureKind::Unreachable,
                 format!(
@@ -168,10 +147,40 @@ impl BrokerRoutes {
                 ),
             );
         }
-        Failure::new(
-            failure.kind,
-            format!("{detail} (looked up with the pod's pull secrets through the lookup broker)"),
-        )
+        let failure = error.failure();
+        let detail = self.in_terms_of(&failure.detail, brokered, location);
+        Failure {
+            detail: format!(
+                "{detail} (looked up with the pod's pull secrets through the lookup broker)"
+            ),
+            ..failure
+        }
+    }
+
+    /// `text` with every spelling of the brokered reference (the broker's host, the encoded
+    /// name, its `/v2/` URL) replaced by the real image's registry and repository.
+    fn in_terms_of(&self, text: &str, brokered: &str, location: &ImageReference) -> String {
+        let host = &self.settings.host;
+        let path = brokered
+            .strip_prefix(&format!("{host}/"))
+            .unwrap_or(brokered);
+        // encoded names have no `:`: what follows one is the tag
+        let encoded = path.split(['@', ':']).next().unwrap_or(path);
+        let (registry, repository) = (location.registry(), location.repository());
+        [
+            (
+                format!("{host}/v2/{encoded}/"),
+                format!("{registry}/v2/{repository}/"),
+            ),
+            (
+                format!("{host}/{encoded}"),
+                format!("{registry}/{repository}"),
+            ),
+            (encoded.to_owned(), repository.to_owned()),
+            (host.clone(), registry.to_owned()),
+        ]
+        .iter()
+        .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
     }
 }
 

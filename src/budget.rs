@@ -98,12 +98,23 @@ impl Budget {
         host: &impl Host,
         call: impl FnOnce() -> Result<T, HostError>,
     ) -> Result<T, Failure> {
+        self.call_explained(host, call, |error| error.failure())
+    }
+
+    /// As [`Budget::call`], with the host's error turned into a failure by `explain` (which
+    /// knows what the call was, as the lookup broker's routes do).
+    pub fn call_explained<T>(
+        &self,
+        host: &impl Host,
+        call: impl FnOnce() -> Result<T, HostError>,
+        explain: impl FnOnce(HostError) -> Failure,
+    ) -> Result<T, Failure> {
         let now = self.now(host);
         let remaining = self.remaining_at(now);
         if remaining.is_zero() || remaining < self.slowest.get() {
             return Err(self.not_checked_at(now));
         }
-        self.measure(host, call).map_err(|error| error.failure())
+        self.measure(host, call).map_err(explain)
     }
 
     /// Runs one host call, timing it.

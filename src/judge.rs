@@ -208,7 +208,7 @@ fn explain(
             .map(|location| location.reference.registry())
             .find(|registry| settings.not_found_may_mean_denied(registry));
         let covered = pod.secrets.as_ref().is_none_or(|secrets| {
-            !secrets.consulted() || !secrets.keyring.lookup(&reference.name()).is_empty()
+            !secrets.consulted() || secrets.keyring.covers(&reference.name())
         });
         if let (Some(registry), true) = (hiding, covered) {
             return Failure::new(

@@ -43,8 +43,9 @@ pub mod text;
 
 // The host boundary and the kubelet's credential rules.
 pub mod budget;
-pub mod credentials;
 pub mod host;
+/// The kubelet's pull credentials, in a crate of their own that the lookup broker shares.
+pub use kubelet_credentials as credentials;
 
 // Reading the request, as the API server, the scheduler and the nodes read it.
 pub mod admission;
@@ -85,8 +86,8 @@ pub mod evaluate;
 
 /// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
 /// feature); never part of the policy.
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
+#[cfg(feature = "testing")]
+pub use kubelet_credentials::testing;
 
 #[cfg(target_arch = "wasm32")]
 mod entry {

@@ -114,9 +114,11 @@ impl<'s> Lookups<'s> {
             (None, None) => budget.call(host, || host.manifest_digest(&entry.key().reference)),
             (None, Some((routes, rewritten))) => {
                 self.brokered.insert((pod, image.name()));
-                budget
-                    .call(host, || host.manifest_digest(&rewritten))
-                    .map_err(|failure| routes.explain(failure, &rewritten, reference))
+                budget.call_explained(
+                    host,
+                    || host.manifest_digest(&rewritten),
+                    |error| routes.explain(&error, &rewritten, reference),
+                )
             }
         };
         entry.insert(result).clone()

@@ -5,33 +5,13 @@
 //! `imagePullSecrets` are final. A pod template has not, so the plugin is emulated: the
 //! template's own secrets, else those of its ServiceAccount (`default` when unnamed).
 
-use std::fmt;
-
-use serde_json::Value;
-
-use crate::credentials::{parse_pull_secret, Keyring};
+use crate::credentials::{
+    distinct_names, parse_pull_secret, service_account_secret_names, Keyring, SecretSource,
+};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ResourceRequest};
 use crate::reference::ImageReference;
 use crate::workload::PodSpecView;
-
-/// Where the pod's list of pull secrets came from, for messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretOrigin {
-    /// The pod spec's own `imagePullSecrets`.
-    PodSpec,
-    /// The named ServiceAccount's `imagePullSecrets`.
-    ServiceAccount(String),
-}
-
-impl fmt::Display for SecretOrigin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretOrigin::PodSpec => f.write_str("the pod spec"),
-            SecretOrigin::ServiceAccount(name) => write!(f, "ServiceAccount {name:?}"),
-        }
-    }
-}
 
 /// A problem with one pull secret (or with the ServiceAccount that lists them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +57,7 @@ impl PullSecrets {
         }
         let registry = reference.registry();
         let detail = failure.detail;
-        if self.keyring.lookup(&reference.name()).is_empty() {
+        if !self.keyring.covers(&reference.name()) {
             Failure::new(
                 FailureKind::UncoveredRegistry,
                 format!("no pull secret in namespace {namespace} covers {registry}; {detail}"),
@@ -105,37 +85,22 @@ const SECRET_FIELDS: &[&str] = &["type", "data"];
 /// Reads the pull secrets the kubelet would use for pods of `spec` in `namespace`.
 pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecrets {
     let mut result = PullSecrets::default();
-    let (names, origin) = if spec.admitted_pod || !spec.image_pull_secrets.is_empty() {
-        (spec.image_pull_secrets.clone(), SecretOrigin::PodSpec)
-    } else {
-        let account = spec.service_account_name.as_deref().unwrap_or("default");
-        let origin = SecretOrigin::ServiceAccount(account.to_owned());
-        let request =
-            ResourceRequest::core("ServiceAccount", namespace, account, SERVICE_ACCOUNT_FIELDS);
-        result.asked_the_cluster = true;
-        match host.get_resource(&request) {
-            Ok(service_account) => (secret_names(&service_account), origin),
-            Err(error) if error.is_not_found() => {
-                result.findings.push(SecretFinding {
-                    description: format!("ServiceAccount \"{namespace}/{account}\""),
-                    failure: Failure::new(
-                        FailureKind::MissingPullSecret,
-                        format!("ServiceAccount {namespace}/{account} does not exist: pods of this template will be refused until it is created"),
-                    ),
-                });
-                (Vec::new(), origin)
-            }
-            Err(error) => {
-                result.unavailable = Some(error.summary());
-                return result;
+    let origin = SecretSource::of(
+        spec.admitted_pod,
+        &spec.image_pull_secrets,
+        spec.service_account_name.as_deref(),
+    );
+    let names = match &origin {
+        SecretSource::PodSpec => spec.image_pull_secrets.clone(),
+        SecretSource::ServiceAccount(account) => {
+            match service_account_names(namespace, account, host, &mut result) {
+                Some(names) => names,
+                None => return result,
             }
         }
     };
 
-    let mut seen = std::collections::HashSet::new();
-    // The kubelet skips entries with an empty name (they are valid API objects).
-    let names = names.iter().filter(|name| !name.is_empty());
-    for name in names.filter(|name| seen.insert(name.as_str())) {
+    for name in distinct_names(names.iter().map(String::as_str)) {
         let object = format!("{namespace}/{name}");
         let finding = |kind, detail: String| SecretFinding {
             description: format!("pull secret {object:?} (from {origin})"),
@@ -176,14 +141,32 @@ pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecret
     result
 }
 
-/// The `imagePullSecrets[].name` of a ServiceAccount.
-fn secret_names(service_account: &Value) -> Vec<String> {
-    service_account["imagePullSecrets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|reference| reference["name"].as_str())
-        .filter(|name| !name.is_empty())
-        .map(str::to_owned)
-        .collect()
+/// The secret names the ServiceAccount `account` lists, recording a missing account as a
+/// finding; `None` when the cluster could not answer (recorded as `unavailable`).
+fn service_account_names(
+    namespace: &str,
+    account: &str,
+    host: &impl Host,
+    result: &mut PullSecrets,
+) -> Option<Vec<String>> {
+    let request =
+        ResourceRequest::core("ServiceAccount", namespace, account, SERVICE_ACCOUNT_FIELDS);
+    result.asked_the_cluster = true;
+    match host.get_resource(&request) {
+        Ok(service_account) => Some(service_account_secret_names(&service_account)),
+        Err(error) if error.is_not_found() => {
+            result.findings.push(SecretFinding {
+                description: format!("ServiceAccount \"{namespace}/{account}\""),
+                failure: Failure::new(
+                    FailureKind::MissingPullSecret,
+                    format!("ServiceAccount {namespace}/{account} does not exist: pods of this template will be refused until it is created"),
+                ),
+            });
+            Some(Vec::new())
+        }
+        Err(error) => {
+            result.unavailable = Some(error.summary());
+            None
+        }
+    }
 }

@@ -246,25 +246,8 @@ impl Settings {
                 format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
             ));
         }
-        let mut exempt_namespaces = HashSet::with_capacity(raw.exempt_namespaces.len());
-        for (i, namespace) in raw.exempt_namespaces.into_iter().enumerate() {
-            if !is_dns_label(&namespace) {
-                return Err(SettingsError::new(
-                    format!("exemptNamespaces[{i}]"),
-                    "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
-                ));
-            }
-            exempt_namespaces.insert(namespace);
-        }
-        let exempt_images = raw
-            .exempt_images
-            .iter()
-            .enumerate()
-            .map(|(i, pattern)| {
-                compile_pattern(pattern)
-                    .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
-            })
-            .collect::<Result<_, _>>()?;
+        let exempt_namespaces = compile_namespaces(raw.exempt_namespaces)?;
+        let exempt_images = compile_patterns("exemptImages", &raw.exempt_images)?;
         let mirrors = Mirrors::new(raw.registries).map_err(within("registries"))?;
         let required_platforms =
             Requirement::parse(&raw.required_platforms).map_err(within("requiredPlatforms"))?;
@@ -283,26 +266,12 @@ impl Settings {
         .map_err(within(""))?;
         let not_found_may_mean_denied = match raw.not_found_may_mean_denied {
             None => NotFoundGlobs::default(),
-            Some(patterns) => NotFoundGlobs::compiled(
-                patterns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, pattern)| {
-                        compile_pattern(pattern).map_err(|p| {
-                            SettingsError::new(format!("notFoundMayMeanDenied[{i}]"), p)
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
+            Some(patterns) => {
+                NotFoundGlobs::compiled(compile_patterns("notFoundMayMeanDenied", &patterns)?)
+            }
         };
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
-        // Both names at once: the Kubewarden UI writes ownedObjects' default next to an older
-        // ownedPods when it edits a policy, so a default cannot be told from a choice; checking
-        // more is the choice that never hides a failure.
-        let owned_objects = match (raw.owned_objects, raw.owned_pods) {
-            (Some(OwnedObjects::Check), _) | (_, Some(OwnedObjects::Check)) => OwnedObjects::Check,
-            (new, old) => new.or(old).unwrap_or_default(),
-        };
+        let owned_objects = owned_objects(raw.owned_objects, raw.owned_pods);
         if let Some(problem) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem) {
             return Err(SettingsError::new("lookupBroker.host", problem));
         }
@@ -381,6 +350,41 @@ impl fmt::Debug for NotFoundGlobs {
         f.debug_list()
             .entries(self.patterns().iter().map(glob::Pattern::as_str))
             .finish()
+    }
+}
+/// `exemptNamespaces`, each a namespace name.
+fn compile_namespaces(namespaces: Vec<String>) -> Result<HashSet<String>, SettingsError> {
+    let mut exempt = HashSet::with_capacity(namespaces.len());
+    for (i, namespace) in namespaces.into_iter().enumerate() {
+        if !is_dns_label(&namespace) {
+            return Err(SettingsError::new(
+                format!("exemptNamespaces[{i}]"),
+                "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
+            ));
+        }
+        exempt.insert(namespace);
+    }
+    Ok(exempt)
+}
+
+/// The image globs of the list `field`, an error naming the entry that does not compile.
+fn compile_patterns(field: &str, patterns: &[String]) -> Result<Vec<glob::Pattern>, SettingsError> {
+    patterns
+        .iter()
+        .enumerate()
+        .map(|(i, pattern)| {
+            compile_pattern(pattern).map_err(|p| SettingsError::new(format!("{field}[{i}]"), p))
+        })
+        .collect()
+}
+
+/// `ownedObjects`, or the older `ownedPods`. Both names at once: the Kubewarden UI writes
+/// ownedObjects' default next to an older ownedPods when it edits a policy, so a default
+/// cannot be told from a choice; checking more is the choice that never hides a failure.
+fn owned_objects(new: Option<OwnedObjects>, old: Option<OwnedObjects>) -> OwnedObjects {
+    match (new, old) {
+        (Some(OwnedObjects::Check), _) | (_, Some(OwnedObjects::Check)) => OwnedObjects::Check,
+        (new, old) => new.or(old).unwrap_or_default(),
     }
 }
 

@@ -5,6 +5,8 @@
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use crate::error::StartupError;
+
 /// The expected caller credential, kept only as a digest.
 pub struct Caller {
     expected: [u8; 32],
@@ -20,16 +22,18 @@ impl Caller {
 
     /// Reads `username` and `password` from a directory (a mounted `kubernetes.io/basic-auth`
     /// Secret); trailing newlines are ignored. Errors name the file, never its content.
-    pub fn from_dir(dir: &std::path::Path) -> Result<Self, String> {
+    pub fn from_dir(dir: &std::path::Path) -> Result<Self, StartupError> {
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::read_to_string(&path)
                 .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .map_err(|source| StartupError::Read { path, source })
         };
         let (username, password) = (read("username")?, read("password")?);
         if username.is_empty() || password.is_empty() {
-            return Err(format!("{}: empty username or password", dir.display()));
+            return Err(StartupError::EmptyCaller {
+                dir: dir.to_owned(),
+            });
         }
         Ok(Caller::new(&username, &password))
     }
@@ -103,7 +107,8 @@ mod tests {
             .expect("caller")
             .admits(Some(&basic("u:p"))));
         std::fs::write(dir.join("password"), "").expect("write");
-        let error = Caller::from_dir(&dir).err().expect("refused");
+        let error = Caller::from_dir(&dir).err().expect("refused").to_string();
+        assert!(error.ends_with(": empty username or password"), "{error}");
         assert!(!error.contains("u:"), "{error}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }

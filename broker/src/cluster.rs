@@ -1,6 +1,6 @@
 //! The pull secrets of a lookup, read from the API server: the named Secrets of the lookup's
 //! namespace, or those its ServiceAccount lists, turned into the kubelet's keyring by the
-//! policy's own code (`resolvable_images_policy::credentials`). Objects are cached for a few
+//! policy's own rules (the `kubelet-credentials` crate). Objects are cached for a few
 //! seconds (a burst of lookups for one pod reads each once), in a bounded cache.
 //!
 //! Two GETs are all the broker needs from the API server, so they are plain HTTPS requests
@@ -12,13 +12,63 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use broker_reference::Credentials;
-use resolvable_images_policy::credentials::{parse_pull_secret, Keyring};
+use kubelet_credentials::{parse_pull_secret, service_account_secret_names, Keyring};
 use serde_json::Value;
 
 /// Where the in-cluster credentials are mounted.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The most objects kept in the cache.
 const MAX_CACHED: usize = 4096;
+
+/// Why the pull secrets of a lookup could not be read: the lookup cannot know which
+/// credentials the kubelet would have.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// `--apiserver` was not given outside a cluster.
+    #[error("not in a cluster (KUBERNETES_SERVICE_HOST unset): give --apiserver")]
+    NotInCluster,
+    /// A file of the configuration could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The API server's CA is not PEM.
+    #[error("{}: {source}", path.display())]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the API client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The request did not reach the API server or its answer broke off.
+    #[error("API server: {0}")]
+    Transport(#[source] reqwest::Error),
+    /// The API server answered with an object that is not JSON.
+    #[error("API server: unreadable {object}")]
+    Unreadable {
+        /// `resource namespace/name`.
+        object: String,
+    },
+    /// The API server answered with an unexpected status.
+    #[error("API server answered HTTP {status} for {object}")]
+    Status {
+        /// The status.
+        status: u16,
+        /// `resource namespace/name`.
+        object: String,
+    },
+    /// The lookup's deadline passed first.
+    #[error("the API server did not answer in time")]
+    NoAnswer,
+}
 
 /// How to reach the API server.
 #[derive(Debug, Clone)]
@@ -33,9 +83,9 @@ pub struct ApiServer {
 
 impl ApiServer {
     /// The in-cluster API server, from the environment Kubernetes gives every pod.
-    pub fn in_cluster() -> Result<Self, String> {
-        let host = std::env::var("KUBERNETES_SERVICE_HOST")
-            .map_err(|_| "not in a cluster (KUBERNETES_SERVICE_HOST unset): give --apiserver")?;
+    pub fn in_cluster() -> Result<Self, ClusterError> {
+        let host =
+            std::env::var("KUBERNETES_SERVICE_HOST").map_err(|_| ClusterError::NotInCluster)?;
         let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
         let host = if host.contains(':') {
             format!("[{host}]")
@@ -74,18 +124,22 @@ pub struct PullSecrets {
 
 impl Cluster {
     /// A client of `api`, caching objects for `ttl`; every request is bounded by `timeout`.
-    pub fn new(api: ApiServer, ttl: Duration, timeout: Duration) -> Result<Self, String> {
+    pub fn new(api: ApiServer, ttl: Duration, timeout: Duration) -> Result<Self, ClusterError> {
         let mut builder = reqwest::Client::builder().timeout(timeout);
         if let Some(ca) = &api.ca_file {
-            let pem =
-                std::fs::read(ca).map_err(|e| format!("cannot read {}: {e}", ca.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("{}: {e}", ca.display()))?;
+            let pem = std::fs::read(ca).map_err(|source| ClusterError::Read {
+                path: ca.clone(),
+                source,
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
+                ClusterError::Certificate {
+                    path: ca.clone(),
+                    source,
+                }
+            })?;
             builder = builder.tls_certs_only(certs);
         }
-        let client = builder
-            .build()
-            .map_err(|e| format!("cannot build the API client: {e}"))?;
+        let client = builder.build().map_err(ClusterError::Client)?;
         Ok(Cluster {
             api,
             client,
@@ -101,7 +155,7 @@ impl Cluster {
         &self,
         namespace: &str,
         credentials: &Credentials,
-    ) -> Result<PullSecrets, String> {
+    ) -> Result<PullSecrets, ClusterError> {
         let mut skipped = Vec::new();
         let names: Vec<String> = match credentials {
             Credentials::PullSecrets(names) => names.clone(),
@@ -111,17 +165,7 @@ impl Cluster {
                         skipped.push(format!("serviceaccount/{account}"));
                         Vec::new()
                     }
-                    Fetched::Object(object) => object
-                        .get("imagePullSecrets")
-                        .and_then(Value::as_array)
-                        .map(|list| {
-                            list.iter()
-                                .filter_map(|r| r.get("name").and_then(Value::as_str))
-                                .filter(|n| !n.is_empty())
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    Fetched::Object(object) => service_account_secret_names(&object),
                 }
             }
         };
@@ -146,7 +190,12 @@ impl Cluster {
         Ok(PullSecrets { keyring, skipped })
     }
 
-    async fn get(&self, resource: &str, namespace: &str, name: &str) -> Result<Fetched, String> {
+    async fn get(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Fetched, ClusterError> {
         let key = format!("{resource}/{namespace}/{name}");
         if let Some((at, fetched)) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             if at.elapsed() < self.ttl {
@@ -159,24 +208,33 @@ impl Cluster {
         );
         let mut request = self.client.get(&url);
         if let Some(file) = &self.api.token_file {
-            let token = tokio::fs::read_to_string(file)
-                .await
-                .map_err(|e| format!("cannot read the API token {}: {e}", file.display()))?;
+            let token =
+                tokio::fs::read_to_string(file)
+                    .await
+                    .map_err(|source| ClusterError::Read {
+                        path: file.clone(),
+                        source,
+                    })?;
             request = request.bearer_auth(token.trim());
         }
         let response = request
             .send()
             .await
-            .map_err(|e| format!("API server: {}", e.without_url()))?;
+            .map_err(|e| ClusterError::Transport(e.without_url()))?;
+        let object = || format!("{resource} {namespace}/{name}");
         let fetched = match response.status().as_u16() {
-            200 => Fetched::Object(Arc::new(response.json::<Value>().await.map_err(|_| {
-                format!("API server: unreadable {resource} {namespace}/{name}")
-            })?)),
+            200 => Fetched::Object(Arc::new(
+                response
+                    .json::<Value>()
+                    .await
+                    .map_err(|_| ClusterError::Unreadable { object: object() })?,
+            )),
             404 => Fetched::Missing,
-            code => {
-                return Err(format!(
-                    "API server answered HTTP {code} for {resource} {namespace}/{name}"
-                ))
+            status => {
+                return Err(ClusterError::Status {
+                    status,
+                    object: object(),
+                })
             }
         };
         if let Ok(mut cache) = self.cache.lock() {

@@ -23,6 +23,17 @@ pub const DEFAULT_DENIED: [&str; 7] = [
 /// Host names of metadata services, refused whatever they resolve to.
 const METADATA_NAMES: [&str; 2] = ["metadata.google.internal", "metadata"];
 
+/// A `--deny-destination` or `--allow-destination` that is not an IP network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidNetwork {
+    /// The part before `/` is not an IP address.
+    #[error("{0:?} is not an IP network")]
+    NotAnAddress(String),
+    /// The prefix length is not a number up to the address's bits.
+    #[error("{0:?} has an invalid prefix length")]
+    Prefix(String),
+}
+
 /// An IP network (`addr/prefix`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Network {
@@ -32,21 +43,21 @@ pub struct Network {
 
 impl Network {
     /// Parses `a.b.c.d/n` or `x::y/n` (an address alone is a single host).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, InvalidNetwork> {
         let (address, prefix) = match text.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (text, None),
         };
         let address: IpAddr = address
             .parse()
-            .map_err(|_| format!("{text:?} is not an IP network"))?;
+            .map_err(|_| InvalidNetwork::NotAnAddress(text.to_owned()))?;
         let max = if address.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             Some(p) => p
                 .parse::<u8>()
                 .ok()
                 .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{text:?} has an invalid prefix length"))?,
+                .ok_or_else(|| InvalidNetwork::Prefix(text.to_owned()))?,
             None => max,
         };
         Ok(Network { address, prefix })

@@ -1,14 +1,15 @@
 //! resolvable-images-broker: answers the policy server's manifest lookups with a namespace's
 //! pull secrets, the kubelet's way, so that the stock Kubewarden policy server can check
-//! private images (README.md; the encoding is docs/broker-encoding.md).
+//! private images (docs/broker.md; the encoding is docs/design/broker-encoding.md).
 
-mod attempts;
 mod caller;
 mod cluster;
 mod destinations;
+mod error;
 mod metrics;
 mod server;
 mod service;
+mod unanswerable;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,9 +20,12 @@ use std::time::Duration;
 use clap::Parser;
 use registry_client::pool::{Pool, PoolOptions};
 use registry_client::sources::Sources;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{ApiServer, Cluster};
 use crate::destinations::{Destinations, Network};
+use crate::error::StartupError;
 use crate::metrics::Metrics;
 use crate::service::{Broker, Limits};
 
@@ -101,84 +105,105 @@ struct Args {
     cache_seconds: u64,
 }
 
-fn networks(list: &[String]) -> Result<Vec<Network>, String> {
-    list.iter().map(|n| Network::parse(n)).collect()
+fn networks(list: &[String]) -> Result<Vec<Network>, StartupError> {
+    list.iter()
+        .map(|n| Network::parse(n).map_err(StartupError::from))
+        .collect()
 }
 
-async fn run(args: Args) -> Result<(), String> {
-    registry_client::install_tls_provider();
-    let caller = caller::Caller::from_dir(&args.caller_dir)?;
-    let api = match args.apiserver {
-        Some(url) => ApiServer {
-            url,
-            token_file: args.apiserver_token_file,
-            ca_file: args.apiserver_ca_file,
-        },
-        None => ApiServer::in_cluster()?,
-    };
-    let attempt_timeout = Duration::from_millis(args.attempt_timeout_ms);
-    let cluster = Cluster::new(
-        api,
-        Duration::from_secs(args.cache_seconds),
-        attempt_timeout,
-    )?;
-    let sources = match &args.sources {
-        Some(path) => Sources::from_path(path).map_err(|e| format!("{e:#}"))?,
-        None => Sources::default(),
-    };
-    let mut denied = destinations::default_denied();
-    denied.extend(networks(&args.deny_destinations)?);
-    let destinations = Arc::new(Destinations::new(
-        denied,
-        networks(&args.allow_destinations)?,
-        args.own_hosts,
-    ));
-    let guard = destinations.clone();
-    let pool = Pool::with_options(
-        sources,
-        PoolOptions {
-            resolver: Some(destinations.resolver()),
-            connect_timeout: Some(Duration::from_millis(args.connect_timeout_ms)),
-            max_registries: Some(args.max_registries),
-            allow_url: Some(Arc::new(move |url| guard.allows_url(url))),
-        },
-    );
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(server::tls_acceptor(cert, key)?),
-        _ if server::plain_http_allowed(&args.listen) => None,
-        _ => {
-            return Err(
-                "plain HTTP is served on loopback only: give --tls-cert and --tls-key".into(),
-            )
+impl Args {
+    /// Where the API server is and how to authenticate to it.
+    fn api_server(&self) -> Result<ApiServer, StartupError> {
+        Ok(match &self.apiserver {
+            Some(url) => ApiServer {
+                url: url.clone(),
+                token_file: self.apiserver_token_file.clone(),
+                ca_file: self.apiserver_ca_file.clone(),
+            },
+            None => ApiServer::in_cluster()?,
+        })
+    }
+
+    /// The registry client, its destinations checked at connect time and per URL.
+    fn pool(&self, destinations: &Arc<Destinations>) -> Result<Pool, StartupError> {
+        let sources = match &self.sources {
+            Some(path) => Sources::from_path(path)?,
+            None => Sources::default(),
+        };
+        let guard = destinations.clone();
+        Ok(Pool::with_options(
+            sources,
+            PoolOptions {
+                resolver: Some(destinations.resolver()),
+                connect_timeout: Some(Duration::from_millis(self.connect_timeout_ms)),
+                max_registries: Some(self.max_registries),
+                allow_url: Some(Arc::new(move |url| guard.allows_url(url))),
+            },
+        ))
+    }
+
+    /// TLS for the distribution API; plain HTTP only on loopback.
+    fn tls(&self) -> Result<Option<TlsAcceptor>, StartupError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(server::tls_acceptor(cert, key)?)),
+            _ if server::plain_http_allowed(&self.listen) => Ok(None),
+            _ => Err(StartupError::PlainHttp),
         }
-    };
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            attempt_timeout: Duration::from_millis(self.attempt_timeout_ms),
+            lookup_timeout: Duration::from_millis(self.lookup_timeout_ms),
+            max_concurrent: self.max_concurrent.max(1),
+            max_per_registry: self.max_per_registry.max(1),
+            max_registries: self.max_registries.max(1),
+            silent_backoff: Duration::from_secs(self.silent_backoff_seconds),
+        }
+    }
+
+    /// The broker these options describe.
+    fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
+        let caller = caller::Caller::from_dir(&self.caller_dir)?;
+        let limits = self.limits();
+        let cluster = Cluster::new(
+            self.api_server()?,
+            Duration::from_secs(self.cache_seconds),
+            limits.attempt_timeout,
+        )?;
+        let mut denied = destinations::default_denied();
+        denied.extend(networks(&self.deny_destinations)?);
+        let destinations = Arc::new(Destinations::new(
+            denied,
+            networks(&self.allow_destinations)?,
+            self.own_hosts.clone(),
+        ));
+        let pool = self.pool(&destinations)?;
+        Ok(Broker::new(
+            caller,
+            cluster,
+            pool,
+            destinations,
+            metrics,
+            limits,
+        ))
+    }
+}
+
+async fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
+    let listen = |source| StartupError::Listen { address, source };
+    let listener = TcpListener::bind(address).await.map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
+    Ok((listener, bound))
+}
+
+async fn run(args: Args) -> Result<(), StartupError> {
+    registry_client::install_tls_provider();
     let metrics = Arc::new(Metrics::default());
-    let limits = Limits {
-        attempt_timeout,
-        lookup_timeout: Duration::from_millis(args.lookup_timeout_ms),
-        max_concurrent: args.max_concurrent.max(1),
-        max_per_registry: args.max_per_registry.max(1),
-        max_registries: args.max_registries.max(1),
-        silent_backoff: Duration::from_secs(args.silent_backoff_seconds),
-    };
-    let broker = Arc::new(Broker::new(
-        caller,
-        cluster,
-        pool,
-        destinations,
-        metrics.clone(),
-        limits,
-    ));
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_listen))?;
-    let (address, metrics_address) = (
-        listener.local_addr().map_err(|e| e.to_string())?,
-        metrics_listener.local_addr().map_err(|e| e.to_string())?,
-    );
+    let broker = Arc::new(args.broker(metrics.clone())?);
+    let tls = args.tls()?;
+    let (listener, address) = bind(args.listen).await?;
+    let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;
     println!(
         "{}",
         serde_json::json!({

@@ -17,6 +17,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::error::StartupError;
 use crate::metrics::Metrics;
 use crate::service::{Answer, Broker};
 
@@ -24,15 +25,19 @@ use crate::service::{Answer, Broker};
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The TLS configuration for `cert` and `key` (PEM files).
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, StartupError> {
+    let pem = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StartupError::Pem { path, source }
+    };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect())
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+        .map_err(pem(cert))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(pem(key))?;
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("TLS configuration: {e}"))?;
+        .map_err(StartupError::Tls)?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

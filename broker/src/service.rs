@@ -7,19 +7,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use broker_reference::{BrokeredName, Credentials, ManifestReference};
+use kubelet_credentials::Credential;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
+use registry_client::credential_loop::{self, Attempt, Found, Manifest, Outcome, Unanswered};
 use registry_client::pool::{Pool, UrlSlot, MANIFEST_MEDIA_TYPES};
-use resolvable_images_policy::credentials::Credential;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant as Deadline;
 
-use crate::attempts::{self, Attempt, Found, Outcome};
 use crate::caller::Caller;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ClusterError};
 use crate::destinations::Destinations;
 use crate::metrics::Metrics;
+use crate::unanswerable::{Overload, Unanswerable};
 
 /// The limits of a broker; every one bounds something a Pod author can influence.
 #[derive(Debug, Clone)]
@@ -204,71 +205,48 @@ impl Broker {
             skipped: Vec::new(),
             reason: None,
         };
-        let decoded =
-            BrokeredName::decode(name).and_then(|n| Ok((n, ManifestReference::parse(reference)?)));
-        let (name, reference) = match decoded {
-            Ok(decoded) => decoded,
+        let answer = match self
+            .look_up(method == "GET", name, reference, &mut line)
+            .await
+        {
+            Ok(answer) => answer,
             Err(refusal) => {
-                line.reason = Some(refusal.to_string());
-                let message = format!("not a lookup the broker can decode: {refusal}");
-                return (Answer::error(400, "NAME_INVALID", &message), line);
+                line.outcome = refusal.outcome();
+                line.reason = refusal.reason();
+                refusal.answer()
             }
         };
+        line.status = answer.status;
+        (answer, line)
+    }
+
+    /// Decodes the request, admits it, reads its pull secrets and runs the credential loop;
+    /// a lookup that cannot be made is an [`Unanswerable`].
+    async fn look_up(
+        &self,
+        get: bool,
+        name: &str,
+        reference: &str,
+        line: &mut LogLine,
+    ) -> Result<Answer, Unanswerable> {
+        let name = BrokeredName::decode(name).map_err(Unanswerable::Undecodable)?;
+        let reference = ManifestReference::parse(reference).map_err(Unanswerable::Undecodable)?;
         line.name = Some(name.clone());
         line.reference = reference.as_str().to_owned();
         let registry = name.registry.clone();
-        if let Some(reason) = self.destinations.refuses_registry(&registry) {
-            line.outcome = "refusedDestination";
-            let message = format!("the lookup broker does not ask {registry}: {reason}");
-            line.reason = Some(reason);
-            return (Answer::error(400, "UNSUPPORTED", &message), line);
-        }
         let deadline = Deadline::now() + self.limits.lookup_timeout;
-        let Some(gate) = self.gate(&registry) else {
-            line.outcome = "overloaded";
-            line.status = 503;
-            let message =
-                format!("the lookup broker is following too many registries to add {registry}");
-            return (Answer::error(503, "UNAVAILABLE", &message), line);
-        };
-        if gate.silent() {
-            line.outcome = "unreachable";
-            line.status = 503;
-            let reason = format!(
-                "{registry} let a lookup time out in the last {} s; not asked again yet",
-                self.limits.silent_backoff.as_secs()
-            );
-            let message = format!("{registry} gave no definitive answer: {reason}");
-            line.reason = Some(reason);
-            return (Answer::error(503, "UNAVAILABLE", &message), line);
-        }
-        let Some(_permits) = self.permits(&gate, deadline).await else {
-            line.outcome = "overloaded";
-            line.status = 503;
-            let message =
-                format!("the lookup broker is at its limit of concurrent lookups to {registry}");
-            return (Answer::error(503, "UNAVAILABLE", &message), line);
-        };
+        let (gate, _permits) = self.admit(&registry, deadline).await?;
         let secrets = tokio::time::timeout_at(
             deadline,
             self.cluster
                 .pull_secrets(&name.namespace, &name.credentials),
         )
         .await
-        .unwrap_or_else(|_| Err("the API server did not answer in time".into()));
-        let secrets = match secrets {
-            Ok(secrets) => secrets,
-            Err(reason) => {
-                line.outcome = "unreachable";
-                line.status = 503;
-                let message = format!(
-                    "the lookup broker could not read the pull secrets of namespace {}: {reason}",
-                    name.namespace
-                );
-                line.reason = Some(reason);
-                return (Answer::error(503, "UNAVAILABLE", &message), line);
-            }
-        };
+        .unwrap_or(Err(ClusterError::NoAnswer))
+        .map_err(|error| Unanswerable::SecretsUnavailable {
+            namespace: name.namespace.clone(),
+            error,
+        })?;
         line.skipped = secrets.skipped;
         let image = format!("{}/{}", name.registry, name.repository);
         let credentials: Vec<Credential> = secrets
@@ -286,37 +264,27 @@ impl Broker {
                 Reference::with_digest(registry.clone(), name.repository.clone(), digest.clone())
             }
         };
-        let get = method == "GET";
-        let (outcome, results) = attempts::run(credentials, |_, credential| {
-            self.attempt(&upstream, credential.as_ref().map(auth_of), get, deadline)
-        })
+        let lookup = credential_loop::run(
+            credentials,
+            deadline,
+            self.limits.lookup_timeout,
+            |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get, deadline),
+        )
         .await;
-        if results
-            .iter()
-            .any(|r| matches!(r, Attempt::Failed(reason) if reason.starts_with(NO_ANSWER)))
-        {
+        if lookup.attempts.iter().any(Attempt::got_no_answer) {
             gate.went_silent(self.limits.silent_backoff);
         }
-        line.attempts = results.iter().map(Attempt::word).collect();
-        for result in &results {
-            self.metrics.attempt(result.word());
+        line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
+        for attempt in &lookup.attempts {
+            self.metrics.attempt(attempt.word());
         }
-        line.outcome = outcome.word();
-        let answer = match outcome {
+        line.outcome = lookup.outcome.word();
+        Ok(match lookup.outcome {
             Outcome::Found { index, found } => {
                 line.served_by = Some(index);
                 found_answer(found)
             }
-            Outcome::NotFound { envelope } => Answer {
-                status: 404,
-                headers: vec![("Content-Type", "application/json".into())],
-                body: envelope
-                    .unwrap_or_else(|| {
-                        json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
-                            .to_string()
-                    })
-                    .into_bytes(),
-            },
+            Outcome::NotFound { envelope } => not_found_answer(envelope),
             Outcome::Unauthorized => Answer::error(
                 403,
                 "DENIED",
@@ -328,12 +296,43 @@ impl Broker {
             ),
             Outcome::Unreachable { reason } => {
                 let message = format!("{registry} gave no definitive answer: {reason}");
-                line.reason = Some(reason);
+                line.reason = Some(reason.to_string());
                 Answer::error(503, "UNAVAILABLE", &message)
             }
+        })
+    }
+
+    /// The destination check, the registry's gate and the concurrency permits of a lookup of
+    /// `registry`, waiting for them at most until `deadline`.
+    async fn admit(
+        &self,
+        registry: &str,
+        deadline: Deadline,
+    ) -> Result<(Arc<Gate>, Permits), Unanswerable> {
+        if let Some(reason) = self.destinations.refuses_registry(registry) {
+            return Err(Unanswerable::RefusedDestination {
+                registry: registry.to_owned(),
+                reason,
+            });
+        }
+        let overloaded = |why| Unanswerable::Overloaded {
+            registry: registry.to_owned(),
+            why,
         };
-        line.status = answer.status;
-        (answer, line)
+        let gate = self
+            .gate(registry)
+            .ok_or_else(|| overloaded(Overload::Registries))?;
+        if gate.silent() {
+            return Err(Unanswerable::Silent {
+                registry: registry.to_owned(),
+                backoff: self.limits.silent_backoff,
+            });
+        }
+        let permits = self
+            .permits(&gate, deadline)
+            .await
+            .ok_or_else(|| overloaded(Overload::Lookups))?;
+        Ok((gate, permits))
     }
 
     /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out
@@ -353,12 +352,9 @@ impl Broker {
                 self.pool
                     .manifest_raw(reference, &auth, MANIFEST_MEDIA_TYPES, &slot)
                     .await
-                    .map(|(body, digest)| {
-                        let media_type = media_type_of(&body);
-                        Found {
-                            manifest: Some((body, media_type)),
-                            digest,
-                        }
+                    .map(|(body, digest)| Found {
+                        manifest: Some(Manifest::new(body)),
+                        digest,
                     })
             } else {
                 self.pool
@@ -372,15 +368,15 @@ impl Broker {
         };
         match tokio::time::timeout_at(until, work).await {
             Ok(Ok(found)) => Attempt::Found(found),
-            Ok(Err(error)) => attempts::classify(&error),
-            Err(_) if until < deadline => Attempt::Failed(format!(
-                "{NO_ANSWER} within {} ms",
-                self.limits.attempt_timeout.as_millis()
-            )),
-            Err(_) => Attempt::Failed(format!(
-                "{NO_ANSWER} within the lookup's {} ms",
-                self.limits.lookup_timeout.as_millis()
-            )),
+            Ok(Err(error)) => credential_loop::classify(&error),
+            Err(_) if until < deadline => Attempt::Failed(Unanswered::NoAnswer {
+                within: self.limits.attempt_timeout,
+                lookup_deadline: false,
+            }),
+            Err(_) => Attempt::Failed(Unanswered::NoAnswer {
+                within: self.limits.lookup_timeout,
+                lookup_deadline: true,
+            }),
         }
     }
 
@@ -411,11 +407,7 @@ impl Broker {
 
     /// A slot for the registry of `gate` and one in the whole broker, waiting at most until
     /// `deadline`.
-    async fn permits(
-        &self,
-        gate: &Gate,
-        deadline: Deadline,
-    ) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+    async fn permits(&self, gate: &Gate, deadline: Deadline) -> Option<Permits> {
         let registry_permit = tokio::time::timeout_at(deadline, gate.slots.clone().acquire_owned())
             .await
             .ok()?
@@ -428,8 +420,8 @@ impl Broker {
     }
 }
 
-/// How the reason of an attempt that timed out starts.
-const NO_ANSWER: &str = "no answer";
+/// A lookup's slot at its registry and in the whole broker, held until it is answered.
+type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 fn found_answer(found: Found) -> Answer {
     let mut headers = vec![
@@ -437,9 +429,9 @@ fn found_answer(found: Found) -> Answer {
         ("Docker-Distribution-API-Version", "registry/2.0".into()),
     ];
     let body = match found.manifest {
-        Some((body, media_type)) => {
-            headers.push(("Content-Type", media_type));
-            body
+        Some(manifest) => {
+            headers.push(("Content-Type", manifest.media_type));
+            manifest.body
         }
         None => Vec::new(),
     };
@@ -450,15 +442,16 @@ fn found_answer(found: Found) -> Answer {
     }
 }
 
-/// The manifest's own `mediaType`, else what its shape says.
-fn media_type_of(body: &[u8]) -> String {
-    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    match value.get("mediaType").and_then(|m| m.as_str()) {
-        Some(media_type) => media_type.to_owned(),
-        None if value.get("manifests").is_some() => {
-            oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE.into()
-        }
-        None => oci_client::manifest::OCI_IMAGE_MEDIA_TYPE.into(),
+/// A 404 with the registry's own envelope, else a `MANIFEST_UNKNOWN` one.
+fn not_found_answer(envelope: Option<String>) -> Answer {
+    let body = envelope.unwrap_or_else(|| {
+        json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
+            .to_string()
+    });
+    Answer {
+        status: 404,
+        headers: vec![("Content-Type", "application/json".into())],
+        body: body.into_bytes(),
     }
 }
 

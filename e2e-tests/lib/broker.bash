@@ -18,9 +18,9 @@
 BROKER_CALLER_USER="${BROKER_CALLER_USER:-e2e-broker-caller-3v8k}"
 BROKER_CALLER_PASSWORD="${BROKER_CALLER_PASSWORD:-e2e-Broker-Caller-Pw-6t1m}"
 
-# broker_bin: the broker binary ($BROKER_BIN, else the release build).
+# broker_bin: the broker binary ($BROKER_BIN, else the workspace's build, `make broker`).
 broker_bin() {
-  printf '%s\n' "${BROKER_BIN:-$REPO_ROOT/broker/target/release/resolvable-images-broker}"
+  printf '%s\n' "${BROKER_BIN:-$REPO_ROOT/target/debug/resolvable-images-broker}"
 }
 
 # policy_server_bin (which policy-server this run uses) and the rest of the policy-server

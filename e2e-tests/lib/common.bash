@@ -7,7 +7,7 @@ REPO_ROOT=$(cd "$E2E_DIR/.." && pwd)
 FIXTURES_DIR="$REPO_ROOT/tests/fixtures/requests"
 SCENARIOS_DIR="$E2E_DIR/scenarios"
 SESSIONS_DIR="$E2E_DIR/sessions"
-POLICY_HOST="${POLICY_HOST:-$E2E_DIR/host/target/release/policy-host}"
+POLICY_HOST="${POLICY_HOST:-$REPO_ROOT/target/debug/policy-host}"
 POLICY_WASM="${POLICY_WASM:-$REPO_ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm}"
 export E2E_DIR REPO_ROOT FIXTURES_DIR SCENARIOS_DIR SESSIONS_DIR POLICY_HOST POLICY_WASM
 # The host that evaluates the policy: `policy-host` (default), the test host above, or

@@ -28,6 +28,9 @@ pub enum HostErrorKind {
 pub struct HostError {
     kind: HostErrorKind,
     text: String,
+    /// An [`HostErrorKind::Unauthorized`] whose registry said `DENIED` (it refused the
+    /// credential it was sent), as opposed to a bare 401 asking for one.
+    denied: bool,
 }
 
 /// Longest detail quoted from a host error, so one odd registry cannot flood a message.
@@ -84,10 +87,10 @@ impl HostError {
     /// An error of a registry capability (`oci/…`).
     pub fn lookup(text: impl Into<String>) -> Self {
         let text = text.into();
-        HostError {
-            kind: classify_lookup(&text),
-            text,
-        }
+        let kind = classify_lookup(&text);
+        let denied =
+            kind == HostErrorKind::Unauthorized && text.to_ascii_lowercase().contains("denied");
+        HostError { kind, text, denied }
     }
 
     /// An error of a Kubernetes capability (`kubernetes/…`).
@@ -101,12 +104,23 @@ impl HostError {
         } else {
             HostErrorKind::Unreachable
         };
-        HostError { kind, text }
+        HostError {
+            kind,
+            text,
+            denied: false,
+        }
     }
 
     /// What the error means.
     pub fn kind(&self) -> HostErrorKind {
         self.kind
+    }
+
+    /// True when the registry refused the credential it was sent (`DENIED`), rather than
+    /// asking for one (a bare 401): the lookup broker's refusal of every pod credential, not
+    /// its refusal of the policy server.
+    pub fn registry_denied(&self) -> bool {
+        self.denied
     }
 
     /// True when the registry or the API server said the thing does not exist.

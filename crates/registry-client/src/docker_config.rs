@@ -9,10 +9,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use base64::Engine as _;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
+
+use crate::ConfigError;
 
 #[derive(Debug, Default, Deserialize)]
 struct AuthEntry {
@@ -60,15 +61,19 @@ fn normalize_key(key: &str) -> String {
 
 impl DockerConfig {
     /// Read `DIR/config.json`.
-    pub fn from_dir(dir: &Path) -> Result<Self> {
+    pub fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
+        const WHAT: &str = "docker config";
         let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read docker config {}", path.display()))?;
-        Self::from_json(&text).with_context(|| format!("invalid docker config {}", path.display()))
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            what: WHAT,
+            path: path.clone(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|e| e.in_file(WHAT, path))
     }
 
     /// Parse the text of a `config.json`.
-    pub fn from_json(text: &str) -> Result<Self> {
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let raw: RawDockerConfig = serde_json::from_str(text)?;
         let mut credentials = HashMap::new();
         for (key, entry) in raw.auths {
@@ -79,9 +84,14 @@ impl DockerConfig {
             } else if let Some(auth) = entry.auth.as_deref() {
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(auth.trim())
-                    .with_context(|| format!("invalid base64 `auth` for {key}"))?;
-                let decoded = String::from_utf8(decoded)
-                    .with_context(|| format!("`auth` for {key} is not UTF-8"))?;
+                    .map_err(|source| ConfigError::Base64 {
+                        key: key.clone(),
+                        source,
+                    })?;
+                let decoded = String::from_utf8(decoded).map_err(|source| ConfigError::Utf8 {
+                    key: key.clone(),
+                    source,
+                })?;
                 decoded
                     .split_once(':')
                     .map(|(u, p)| Credential::UsernamePassword(u.to_owned(), p.to_owned()))

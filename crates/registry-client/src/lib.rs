@@ -6,10 +6,13 @@
 //! the Docker config, and runs through [`RegistryClient::try_with_protocols`]:
 //! HTTPS (system or custom CAs), then — only for insecure sources — HTTPS
 //! without verification, then plain HTTP; only the last error is reported.
+//! [`credential_loop`] is the kubelet's credential loop and what a registry's answer proves,
+//! shared by the broker and the test host's `oci/v1/resolve_images`.
 //! Errors are [`RegistryError`], whose `Display`/`source` chain matches
 //! policy-fetcher's so that `{:?}` gives the texts guests see upstream.
 
 pub mod auth;
+pub mod credential_loop;
 pub mod docker_config;
 pub mod pool;
 pub mod sources;
@@ -60,6 +63,77 @@ pub enum RegistryError {
     /// A pulled policy artifact whose layer is not a wasm module.
     #[error("invalid wasm file")]
     InvalidWasm,
+}
+
+/// A configuration file of the client (`config.json`, `sources.yaml`) that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {what} {}", path.display())]
+    Read {
+        /// "docker config", "sources file".
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's content is not valid.
+    #[error("invalid {what} {}", path.display())]
+    Invalid {
+        /// "docker config", "sources file".
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// A certificate file named by `sources.yaml` could not be read.
+    #[error("Cannot read certificate from file: {}", path.display())]
+    Certificate {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The document is not the JSON expected.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// The document is not the YAML expected.
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+    /// An `auth` entry that is not base64.
+    #[error("invalid base64 `auth` for {key}")]
+    Base64 {
+        /// The `auths` key.
+        key: String,
+        /// Why.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// An `auth` entry that is not UTF-8 once decoded.
+    #[error("`auth` for {key} is not UTF-8")]
+    Utf8 {
+        /// The `auths` key.
+        key: String,
+        /// Why.
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+}
+
+impl ConfigError {
+    /// This error, as the content of `path` (a `what`).
+    fn in_file(self, what: &'static str, path: std::path::PathBuf) -> Self {
+        ConfigError::Invalid {
+            what,
+            path,
+            source: Box::new(self),
+        }
+    }
 }
 
 /// Reported when `--oci-timeout-secs` elapses, shaped like reqwest's own

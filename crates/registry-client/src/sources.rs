@@ -15,8 +15,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use serde::Deserialize;
+
+use crate::ConfigError;
 
 /// A certificate authority, PEM or DER encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,14 +66,18 @@ pub struct Sources {
 impl Sources {
     /// Read and parse a sources file, loading `type: Path` certificates eagerly
     /// so a missing CA file is reported before any evaluation starts.
-    pub fn from_path(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read sources file {}", path.display()))?;
-        Self::from_yaml(&text).with_context(|| format!("invalid sources file {}", path.display()))
+    pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
+        const WHAT: &str = "sources file";
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            what: WHAT,
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|e| e.in_file(WHAT, path.to_owned()))
     }
 
     /// Parse the YAML (or JSON) text of a sources file.
-    pub fn from_yaml(text: &str) -> Result<Self> {
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         let raw: RawSources = if text.trim().is_empty() {
             RawSources::default()
         } else {
@@ -84,11 +89,8 @@ impl Sources {
             for authority in authorities {
                 let bytes = match authority {
                     RawSourceAuthority::Data { data } => data.into_bytes(),
-                    RawSourceAuthority::Path { path } => {
-                        std::fs::read(&path).with_context(|| {
-                            format!("Cannot read certificate from file: {}", path.display())
-                        })?
-                    }
+                    RawSourceAuthority::Path { path } => std::fs::read(&path)
+                        .map_err(|source| ConfigError::Certificate { path, source })?,
                 };
                 certs.push(Certificate::from_bytes(bytes));
             }

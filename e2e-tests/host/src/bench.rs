@@ -161,6 +161,30 @@ fn per_request(total: u64, iterations: usize) -> f64 {
     (total as f64 / iterations as f64 * 10.0).round() / 10.0
 }
 
+/// Pass 2 of [`bench`]: the peak linear memory, in pages, on the metered engine, with the
+/// same calls.
+fn peak_memory_pages(
+    args: &BenchArgs,
+    module: &[u8],
+    settings: &Value,
+    payload: &str,
+) -> Result<u64> {
+    let memory = MemoryMeter::default();
+    let metered = load(
+        module,
+        capabilities(args, Arc::new(CallMeter::default())),
+        Some(memory.engine()?),
+        settings,
+        args.fresh_instances,
+    )?;
+    let mut peak = 0;
+    for _ in 0..args.warmup + args.iterations {
+        metered.validate(payload.as_bytes())?;
+        peak = peak.max(memory.peak_bytes() / WASM_PAGE);
+    }
+    Ok(peak)
+}
+
 /// Runs the benchmark and prints one JSON object on stdout.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.iterations == 0 {
@@ -203,24 +227,10 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let answer: Value = serde_json::from_slice(&response)
         .map_err(|e| anyhow!("the policy's answer is not JSON: {e}"))?;
 
-    // Pass 2: peak linear memory, on the metered engine, with the same calls.
     let peak_pages_after_call = if args.skip_memory_pass {
         None
     } else {
-        let memory = MemoryMeter::default();
-        let metered = load(
-            &module,
-            capabilities(args, Arc::new(CallMeter::default())),
-            Some(memory.engine()?),
-            &settings,
-            args.fresh_instances,
-        )?;
-        let mut peak = 0;
-        for _ in 0..args.warmup + args.iterations {
-            metered.validate(payload.as_bytes())?;
-            peak = peak.max(memory.peak_bytes() / WASM_PAGE);
-        }
-        Some(peak)
+        Some(peak_memory_pages(args, &module, &settings, &payload)?)
     };
 
     let mut stats = json!({

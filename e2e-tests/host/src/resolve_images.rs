@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
     OCI_IMAGE_MEDIA_TYPE,
@@ -27,7 +26,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use crate::oci::{parse_reference, RegistryClient, RegistryError};
+use registry_client::credential_loop::{self, Attempt, Found, Manifest, Outcome, Unanswered};
+
+use crate::oci::{parse_reference, RegistryClient};
 
 /// Most lookups one call may carry.
 pub const MAX_LOOKUPS: usize = 100;
@@ -134,178 +135,63 @@ pub struct ResolveImagesRequest {
     pub timeout_ms: u64,
 }
 
-/// How one credential attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Attempt {
-    /// The manifest was read.
-    Found { digest: String, media_type: String },
-    /// A definitive 404 (`MANIFEST_UNKNOWN`, `NAME_UNKNOWN`, `NOT_FOUND`).
-    NotFound(String),
-    /// A definitive refusal (401/403, `UNAUTHORIZED`, `DENIED`).
-    Unauthorized(String),
-    /// No definitive answer: transport, TLS, time-out, 5xx, 429, not a
-    /// manifest, a credential this host cannot use. A retry, or the node,
-    /// might succeed.
-    Unreachable(String),
-}
-
-impl Attempt {
-    /// The wire name of the outcome.
-    fn outcome(&self) -> &'static str {
-        match self {
-            Attempt::Found { .. } => "found",
-            Attempt::NotFound(_) => "notFound",
-            Attempt::Unauthorized(_) => "unauthorized",
-            Attempt::Unreachable(_) => "unreachable",
+/// The answer of one lookup, from its attempts in credential order (`credentialed`:
+/// credentials were given, so the answer says which one served, and lists every attempt).
+/// What the attempts establish is the shared contract's ([`credential_loop::conclude`]).
+fn conclude(image: &str, attempts: &[Attempt], complete: bool, credentialed: bool) -> Value {
+    let outcome = credential_loop::conclude(attempts, complete);
+    if let Outcome::Found { index, found } = &outcome {
+        let media_type = found.manifest.as_ref().map(|m| m.media_type.as_str());
+        let mut answer = json!({"image": image, "outcome": "found", "digest": found.digest,
+                                "mediaType": media_type.unwrap_or(OCI_IMAGE_MEDIA_TYPE)});
+        if credentialed {
+            answer["credential"] = json!(index);
         }
+        return answer;
     }
-
-    fn detail(&self) -> &str {
-        match self {
-            Attempt::Found { digest, .. } => digest,
-            Attempt::NotFound(d) | Attempt::Unauthorized(d) | Attempt::Unreachable(d) => d,
-        }
-    }
-}
-
-/// One line: the error and its causes joined by `: `.
-fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
-}
-
-fn classify(error: RegistryError) -> Attempt {
-    let RegistryError::Oci(oci) = error else {
-        return Attempt::Unreachable(one_line(&error));
+    let detail = match attempts {
+        [] => "no credential was tried".to_owned(),
+        [only] if complete => only.detail(),
+        _ => attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("credential {}: {} ({})", i + 1, a.word(), a.detail()))
+            .chain((!complete).then(|| "the others were not tried".to_owned()))
+            .collect::<Vec<_>>()
+            .join("; "),
     };
-    match &oci {
-        OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::AuthenticationFailure(_) => Attempt::Unauthorized(oci.to_string()),
-        OciDistributionError::RegistryError { envelope, .. } => {
-            let messages: Vec<&str> = envelope.errors.iter().map(|e| e.message.as_str()).collect();
-            let detail = if messages.iter().all(|m| m.is_empty()) {
-                oci.to_string()
-            } else {
-                messages.join("; ")
-            };
-            let code = |c: &OciErrorCode| envelope.errors.iter().any(|e| e.code == *c);
-            if code(&OciErrorCode::ManifestUnknown)
-                || code(&OciErrorCode::NameUnknown)
-                || code(&OciErrorCode::NotFound)
-            {
-                Attempt::NotFound(detail)
-            } else if code(&OciErrorCode::Unauthorized) || code(&OciErrorCode::Denied) {
-                Attempt::Unauthorized(detail)
-            } else {
-                Attempt::Unreachable(detail)
-            }
-        }
-        OciDistributionError::ServerError { code, .. } => match code {
-            401 | 403 => Attempt::Unauthorized(oci.to_string()),
-            404 => Attempt::NotFound(oci.to_string()),
-            _ => Attempt::Unreachable(oci.to_string()),
-        },
-        _ => Attempt::Unreachable(one_line(&oci)),
+    let mut answer = json!({"image": image, "outcome": outcome.word(), "detail": detail});
+    if credentialed {
+        answer["attempts"] = attempts
+            .iter()
+            .map(|a| json!({"outcome": a.word(), "detail": a.detail()}))
+            .collect();
     }
+    answer
 }
 
-fn media_type_of(body: &[u8]) -> String {
-    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    match value.get("mediaType").and_then(Value::as_str) {
-        Some(mt) => mt.to_owned(),
-        None if value.get("manifests").is_some() => OCI_IMAGE_INDEX_MEDIA_TYPE.to_owned(),
-        None => OCI_IMAGE_MEDIA_TYPE.to_owned(),
-    }
-}
-
-async fn attempt(registry: &RegistryClient, image: &str, auth: RegistryAuth) -> Attempt {
+/// One attempt: the manifest read with `auth` (`None`: a credential this host cannot send).
+async fn attempt(registry: &RegistryClient, image: &str, auth: Option<RegistryAuth>) -> Attempt {
     const ACCEPT: &[&str] = &[
         OCI_IMAGE_MEDIA_TYPE,
         OCI_IMAGE_INDEX_MEDIA_TYPE,
         IMAGE_MANIFEST_MEDIA_TYPE,
         IMAGE_MANIFEST_LIST_MEDIA_TYPE,
     ];
+    let Some(auth) = auth else {
+        return Attempt::Failed(Unanswered::UnusableCredential);
+    };
     match registry.manifest_raw_with_auth(image, auth, ACCEPT).await {
-        Ok((body, digest)) => Attempt::Found {
-            media_type: media_type_of(&body),
+        Ok((body, digest)) => Attempt::Found(Found {
             digest,
-        },
-        Err(e) => classify(e),
+            manifest: Some(Manifest::new(body)),
+        }),
+        Err(error) => credential_loop::classify(&error),
     }
 }
 
-/// The detail of a credential this host cannot use (an identity token alone):
-/// not a registry's answer, so never a definitive one.
-const UNUSABLE: &str =
-    "credential not usable by this host (identity tokens are not supported), not tried";
-
-/// The result of one lookup from its attempts, in credential order
-/// (`credentialed`: credentials were given, so the answer says which one
-/// served, and lists every attempt). The contract of
-/// `docs/credentialed-lookups.md`:
-/// - `found`: the first attempt that read the manifest;
-/// - `notFound`: every credential tried (`complete`), every attempt a
-///   definitive answer, at least one a 404;
-/// - `unauthorized`: every credential tried and refused;
-/// - `unreachable`: otherwise (an attempt without a definitive answer, or
-///   credentials left untried when time ran out).
-fn conclude(image: &str, attempts: &[Attempt], complete: bool, credentialed: bool) -> Value {
-    if let Some((index, Attempt::Found { digest, media_type })) = attempts
-        .iter()
-        .enumerate()
-        .find(|(_, a)| matches!(a, Attempt::Found { .. }))
-    {
-        let mut found =
-            json!({"image": image, "outcome": "found", "digest": digest, "mediaType": media_type});
-        if credentialed {
-            found["credential"] = json!(index);
-        }
-        return found;
-    }
-    let unreachable = attempts
-        .iter()
-        .any(|a| matches!(a, Attempt::Unreachable(_)));
-    let not_found = attempts.iter().any(|a| matches!(a, Attempt::NotFound(_)));
-    let outcome = if unreachable || !complete || attempts.is_empty() {
-        "unreachable"
-    } else if not_found {
-        "notFound"
-    } else {
-        "unauthorized"
-    };
-    let detail = match attempts {
-        [] => "no credential was tried".to_owned(),
-        [only] if complete => only.detail().to_owned(),
-        _ => attempts
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("credential {}: {} ({})", i + 1, a.outcome(), a.detail()))
-            .chain((!complete).then(|| "the others were not tried".to_owned()))
-            .collect::<Vec<_>>()
-            .join("; "),
-    };
-    let mut result = json!({"image": image, "outcome": outcome, "detail": detail});
-    if credentialed {
-        result["attempts"] = attempts
-            .iter()
-            .map(|a| json!({"outcome": a.outcome(), "detail": a.detail()}))
-            .collect();
-    }
-    result
-}
-
-/// One lookup: every credential in order until one reads the manifest (any
-/// failure moves on), or anonymously when none is given; attempts that the
-/// `deadline` cuts short end as `unreachable`, the credentials after them
-/// untried.
+/// One lookup: the shared credential loop over the guest's credentials (anonymously when
+/// none is given), bounded by `deadline`.
 async fn resolve_one(
     registry: &RegistryClient,
     lookup: &ImageLookup,
@@ -317,39 +203,29 @@ async fn resolve_one(
         return json!({"image": image, "outcome": "unreachable", "detail": e.to_string()});
     }
     let credentialed = !lookup.credentials.is_empty();
-    let auths: Vec<Option<RegistryAuth>> = if credentialed {
-        lookup
-            .credentials
-            .iter()
-            .map(RegistryCredential::auth)
-            .collect()
-    } else {
-        vec![Some(RegistryAuth::Anonymous)]
-    };
-    let tries = auths.len();
-    let mut attempts = Vec::with_capacity(tries);
-    for auth in auths {
-        let Some(auth) = auth else {
-            attempts.push(Attempt::Unreachable(UNUSABLE.to_owned()));
-            continue;
-        };
-        let result = tokio::time::timeout_at(deadline, attempt(registry, image, auth)).await;
-        let Ok(result) = result else {
-            attempts.push(Attempt::Unreachable(timed_out(timeout)));
-            break;
-        };
-        let found = matches!(result, Attempt::Found { .. });
-        attempts.push(result);
-        if found {
-            break;
-        }
-    }
-    let complete = attempts.len() == tries;
-    conclude(image, &attempts, complete, credentialed)
+    let auths: Vec<Option<RegistryAuth>> = lookup
+        .credentials
+        .iter()
+        .map(RegistryCredential::auth)
+        .collect();
+    let result = credential_loop::run(auths, deadline, timeout, |auth| {
+        // the anonymous try (no credential given) is the loop's `None`
+        attempt(
+            registry,
+            image,
+            auth.unwrap_or(Some(RegistryAuth::Anonymous)),
+        )
+    })
+    .await;
+    conclude(image, &result.attempts, result.complete, credentialed)
 }
 
 fn timed_out(timeout: Duration) -> String {
-    format!("timed out after {} ms", timeout.as_millis())
+    Unanswered::NoAnswer {
+        within: timeout,
+        lookup_deadline: true,
+    }
+    .to_string()
 }
 
 /// Answer a whole call: every lookup starts at once, at most `per_registry`
@@ -421,22 +297,27 @@ mod tests {
     }
 
     fn not_found(detail: &str) -> Attempt {
-        Attempt::NotFound(detail.into())
+        Attempt::NotFound {
+            detail: detail.into(),
+            envelope: None,
+        }
     }
 
     fn refused(detail: &str) -> Attempt {
-        Attempt::Unauthorized(detail.into())
+        Attempt::Refused {
+            detail: detail.into(),
+        }
     }
 
     fn unreachable(detail: &str) -> Attempt {
-        Attempt::Unreachable(detail.into())
+        Attempt::Failed(Unanswered::Indefinite(detail.into()))
     }
 
     fn found(digest: &str) -> Attempt {
-        Attempt::Found {
+        Attempt::Found(Found {
             digest: digest.into(),
-            media_type: OCI_IMAGE_MEDIA_TYPE.into(),
-        }
+            manifest: None,
+        })
     }
 
     fn outcome_of(attempts: &[Attempt], complete: bool) -> Value {
@@ -676,34 +557,6 @@ mod tests {
         let answer = look_up(&registry, &["refused", "refused"]).await;
         assert_eq!(answer["outcome"], "unauthorized", "{answer}");
     }
-
-    #[test]
-    fn classification() {
-        let not_found: OciDistributionError = OciDistributionError::RegistryError {
-            envelope: serde_json::from_str(
-                r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#,
-            )
-            .expect("envelope"),
-            url: "http://r/v2/a/manifests/1".into(),
-        };
-        assert!(
-            matches!(classify(RegistryError::Oci(not_found)), Attempt::NotFound(d) if d == "manifest unknown")
-        );
-        let unauthorized = OciDistributionError::UnauthorizedError {
-            url: "http://r".into(),
-        };
-        assert!(matches!(
-            classify(RegistryError::Oci(unauthorized)),
-            Attempt::Unauthorized(_)
-        ));
-        let server = OciDistributionError::ServerError {
-            code: 503,
-            url: "u".into(),
-            message: "m".into(),
-        };
-        assert!(matches!(
-            classify(RegistryError::Oci(server)),
-            Attempt::Unreachable(_)
-        ));
-    }
+    // The classification of registry errors is tested with the shared loop
+    // (crates/registry-client/src/credential_loop/tests.rs).
 }

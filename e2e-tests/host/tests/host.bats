@@ -2,14 +2,15 @@
 # Regression tests of policy-host itself (not of the policy), with the probe guest
 # (tests/probe-guest) and real Debian docker-registry instances on 127.0.0.1.
 #
-# Needs: target/release/policy-host, the probe guest built for wasm32-wasip1,
-# docker-registry, skopeo, htpasswd, jq. Run: bats e2e-tests/host/tests/host.bats
+# Needs: the test host (target/debug/policy-host, or $POLICY_HOST), the probe guest built for
+# wasm32-wasip1 (or $PROBE_GUEST), docker-registry, skopeo, htpasswd, jq. Run: make host-tests
 
 bats_require_minimum_version 1.5.0
 
 HOST_DIR="$(cd "$(dirname "$BATS_TEST_FILENAME")/.." && pwd)"
-H="$HOST_DIR/target/release/policy-host"
-G="$HOST_DIR/tests/probe-guest/target/wasm32-wasip1/release/probe_guest.wasm"
+ROOT="$(cd "$HOST_DIR/../.." && pwd)"
+H="${POLICY_HOST:-$ROOT/target/debug/policy-host}"
+G="${PROBE_GUEST:-$ROOT/target/wasm32-wasip1/release/probe_guest.wasm}"
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

@@ -246,10 +246,10 @@ fn redact_userinfo(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::fixtures::{
+    use crate::fixtures::{
         assert_shows_no_secret, config_json, dockercfg, keyring_of, owned, parse,
     };
-    use crate::credentials::fixtures::{SECRET_PASSWORD, SECRET_USER};
+    use crate::fixtures::{SECRET_PASSWORD, SECRET_USER};
     use crate::testing::{b64, secret};
     use serde_json::json;
 

@@ -168,7 +168,7 @@ pub(super) fn split_host_port(hostport: &[u8]) -> Option<(&[u8], &[u8])> {
 
 #[cfg(test)]
 mod tests {
-    use crate::credentials::{Credential, Keyring};
+    use crate::{Credential, Keyring};
 
     #[test]
     fn keys_parse_as_go_net_url_does() {

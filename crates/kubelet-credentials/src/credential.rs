@@ -100,8 +100,8 @@ impl fmt::Debug for Credential {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::fixtures::assert_shows_no_secret;
-    use crate::credentials::fixtures::{SECRET_PASSWORD, SECRET_USER};
+    use crate::fixtures::assert_shows_no_secret;
+    use crate::fixtures::{SECRET_PASSWORD, SECRET_USER};
     use serde_json::json;
 
     #[test]

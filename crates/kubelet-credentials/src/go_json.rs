@@ -90,8 +90,8 @@ pub(super) fn go_field_is(key: &str, field: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::credentials::fixtures::{config_json, dockercfg, parse};
-    use crate::credentials::Credential;
+    use crate::fixtures::{config_json, dockercfg, parse};
+    use crate::Credential;
 
     #[test]
     fn go_json_rules() {

@@ -11,7 +11,7 @@ pub(super) fn decode_base64(input: &[u8], padded: bool) -> Option<Vec<u8>> {
         .filter(|&b| b != b'\r' && b != b'\n')
         .collect();
     let data = if padded {
-        if symbols.len() % 4 != 0 {
+        if !symbols.len().is_multiple_of(4) {
             return None;
         }
         let padding = symbols.iter().rev().take_while(|&&b| b == b'=').count();

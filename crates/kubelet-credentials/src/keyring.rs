@@ -87,6 +87,12 @@ impl Keyring {
         }
         Vec::new()
     }
+
+    /// Whether a pull of `image` (as for [`Keyring::lookup`]) would send any credential: when
+    /// none, the kubelet pulls anonymously.
+    pub fn covers(&self, image: &str) -> bool {
+        !self.lookup(image).is_empty()
+    }
 }
 
 /// Whether `image` is pulled from Docker Hub, judged by its name as `isDefaultRegistryMatch`.
@@ -138,10 +144,8 @@ fn split_url(host: &[u8]) -> (Vec<&[u8]>, &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::fixtures::{
-        assert_shows_no_secret, config_json, dockercfg, keyring_of, owned,
-    };
-    use crate::credentials::fixtures::{SECRET_PASSWORD, SECRET_USER};
+    use crate::fixtures::{assert_shows_no_secret, config_json, dockercfg, keyring_of, owned};
+    use crate::fixtures::{SECRET_PASSWORD, SECRET_USER};
     use crate::testing::b64;
     use serde_json::json;
 

@@ -175,7 +175,7 @@ fn decode_rune(s: &[u8]) -> (u32, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::{Credential, Keyring};
+    use crate::{Credential, Keyring};
 
     #[test]
     fn globs_follow_go_path_match() {

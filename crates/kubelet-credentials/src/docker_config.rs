@@ -133,9 +133,9 @@ fn decode_auth(auth: &str) -> Result<Credential, EntryProblem> {
 
 #[cfg(test)]
 mod tests {
-    use crate::credentials::fixtures::{config_json, dockercfg, parse};
-    use crate::credentials::{Credential, EntryProblem, SecretError};
+    use crate::fixtures::{config_json, dockercfg, parse};
     use crate::testing::{b64, b64_unpadded};
+    use crate::{Credential, EntryProblem, SecretError};
     use serde_json::json;
 
     #[test]

@@ -16,7 +16,11 @@
 //! - `docker_config`: the kubelet's config types, decoded from that document;
 //! - `go_json` and `go_base64`: Go's `encoding/json` and `encoding/base64` rules they rely on;
 //! - `keyring`: the kubelet's keyring, matching `auths` keys against images;
-//! - `go_url` and `go_path`: Go's `net/url` and `path.Match`, which the keyring relies on.
+//! - `go_url` and `go_path`: Go's `net/url` and `path.Match`, which the keyring relies on;
+//! - `pod_secrets`: which pull secrets a pod uses, its own or its ServiceAccount's.
+//!
+//! The policy (compiled to wasm) and the lookup broker (native) both use this crate, so it
+//! depends on serde and serde_json only.
 
 mod credential;
 mod docker_config;
@@ -27,11 +31,15 @@ mod go_json;
 mod go_path;
 mod go_url;
 mod keyring;
+pub mod pod_secrets;
 mod secret;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use credential::Credential;
 pub use docker_config::EntryProblem;
 pub use keyring::Keyring;
+pub use pod_secrets::{distinct_names, service_account_secret_names, SecretSource};
 pub use secret::{parse_pull_secret, SecretError};
 
 #[cfg(test)]

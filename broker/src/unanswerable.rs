@@ -1,0 +1,132 @@
+//! Why the broker answers a lookup without asking the registry: each case has its outcome word
+//! (logs, metrics), its HTTP status and OCI error code, and a message that names the machine at
+//! fault, the broker or the registry.
+
+use std::time::Duration;
+
+use broker_reference::Refusal;
+
+use crate::cluster::ClusterError;
+use crate::service::Answer;
+
+/// A lookup the broker could not make.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswerable {
+    /// The path is not a brokered reference.
+    #[error("not a lookup the broker can decode: {0}")]
+    Undecodable(#[source] Refusal),
+    /// The destination is refused by the broker's network rules.
+    #[error("the lookup broker does not ask {registry}: {reason}")]
+    RefusedDestination {
+        /// The registry asked for.
+        registry: String,
+        /// Which rule refused it.
+        reason: String,
+    },
+    /// The registry let a recent lookup time out and is not asked again yet.
+    #[error("{registry} gave no definitive answer: {registry} let a lookup time out in the last {} s; not asked again yet", backoff.as_secs())]
+    Silent {
+        /// The registry.
+        registry: String,
+        /// How long a silent registry is left alone.
+        backoff: Duration,
+    },
+    /// The broker is at one of its limits.
+    #[error("the lookup broker is {why} {registry}")]
+    Overloaded {
+        /// The registry asked for.
+        registry: String,
+        /// Which limit.
+        why: Overload,
+    },
+    /// The pull secrets could not be read.
+    #[error("the lookup broker could not read the pull secrets of namespace {namespace}: {error}")]
+    SecretsUnavailable {
+        /// The namespace of the lookup.
+        namespace: String,
+        /// What the API server did.
+        #[source]
+        error: ClusterError,
+    },
+}
+
+/// Which of the broker's limits a lookup hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Overload {
+    /// `--max-registries`, every followed registry busy.
+    #[error("following too many registries to add")]
+    Registries,
+    /// `--max-per-registry` or `--max-concurrent`, until the lookup's deadline.
+    #[error("at its limit of concurrent lookups to")]
+    Lookups,
+}
+
+impl Unanswerable {
+    /// The outcome word of logs and metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Unanswerable::Undecodable(_) => "invalid",
+            Unanswerable::RefusedDestination { .. } => "refusedDestination",
+            Unanswerable::Overloaded { .. } => "overloaded",
+            Unanswerable::Silent { .. } | Unanswerable::SecretsUnavailable { .. } => "unreachable",
+        }
+    }
+
+    /// The log line's `reason`: the cause without the message around it.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Unanswerable::Undecodable(refusal) => Some(refusal.to_string()),
+            Unanswerable::RefusedDestination { reason, .. } => Some(reason.clone()),
+            Unanswerable::Silent { registry, backoff } => Some(format!(
+                "{registry} let a lookup time out in the last {} s; not asked again yet",
+                backoff.as_secs()
+            )),
+            Unanswerable::SecretsUnavailable { error, .. } => Some(error.to_string()),
+            Unanswerable::Overloaded { .. } => None,
+        }
+    }
+
+    /// The distribution API's answer.
+    pub fn answer(&self) -> Answer {
+        let (status, code) = match self {
+            Unanswerable::Undecodable(_) => (400, "NAME_INVALID"),
+            Unanswerable::RefusedDestination { .. } => (400, "UNSUPPORTED"),
+            _ => (503, "UNAVAILABLE"),
+        };
+        Answer::error(status, code, &self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_case_has_its_status_code_and_words() {
+        let silent = Unanswerable::Silent {
+            registry: "r.example".into(),
+            backoff: Duration::from_secs(30),
+        };
+        assert_eq!(silent.outcome(), "unreachable");
+        assert_eq!(silent.answer().status, 503);
+        assert_eq!(
+            silent.to_string(),
+            "r.example gave no definitive answer: r.example let a lookup time out in the last 30 s; not asked again yet"
+        );
+        let busy = Unanswerable::Overloaded {
+            registry: "r.example".into(),
+            why: Overload::Lookups,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "the lookup broker is at its limit of concurrent lookups to r.example"
+        );
+        assert_eq!(busy.reason(), None);
+        let refused = Unanswerable::RefusedDestination {
+            registry: "10.0.0.1".into(),
+            reason: "a private network".into(),
+        };
+        assert_eq!(refused.answer().status, 400);
+        assert!(String::from_utf8_lossy(&refused.answer().body).contains("UNSUPPORTED"));
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `make e2e-tests`: the suites against real registries, on the real engine where one is given
+# and on the test host for what the real engine cannot do.
+#
+# - Without kwctl (KWCTL empty): every suite on the test host (E2E_HOST=policy-host).
+# - With kwctl: every suite on kwctl first, in full; then, on the test host, only the tests
+#   that kwctl skipped (what only the test host can do: sessions, fault injection,
+#   oci/v1/resolve_images on a stock kwctl, …), found in kwctl's TAP output; and last the
+#   leak check (99-no-leak.bats) over the transcripts of both runs.
+#
+# Needs POLICY_WASM, POLICY_HOST and E2E_TRANSCRIPT_DIR (the Makefile sets them); KWCTL is
+# optional. Prints each run's TAP lines and a closing `N passed, N failed, N skipped` line.
+set -euo pipefail
+
+e2e=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(cd "$e2e/.." && pwd)/.e2e-work
+mkdir -p "$work"
+: "${POLICY_WASM:?}" "${POLICY_HOST:?}" "${E2E_TRANSCRIPT_DIR:?}"
+export POLICY_WASM POLICY_HOST E2E_TRANSCRIPT_DIR
+
+passed=0 failed=0 skipped=0
+# count REGEX FILE: how many lines of FILE match.
+count() { grep -cE "$1" "$2" || true; }
+# run_bats NAME TAP_FILE ARGS...: bats with TAP output, kept in TAP_FILE and counted.
+run_bats() {
+  local name=$1 tap=$2 status=0
+  shift 2
+  echo "== e2e: $name" >&2
+  bats --formatter tap "$@" | tee "$tap" || status=$?
+  local ok skip
+  ok=$(count '^ok [0-9]+ ' "$tap")
+  skip=$(count '^ok [0-9]+ .* # skip' "$tap")
+  passed=$((passed + ok - skip))
+  skipped=$((skipped + skip))
+  failed=$((failed + $(count '^not ok [0-9]+ ' "$tap")))
+  return "$status"
+}
+
+# skipped_names TAP_FILE: the names of the tests TAP_FILE reports as skipped, one a line.
+skipped_names() {
+  sed -nE 's/^ok [0-9]+ (.*) # skip( .*)?$/\1/p' "$1"
+}
+
+# as_filter: the names on stdin as one anchored bats --filter regular expression.
+as_filter() {
+  local names
+  names=$(sed -E 's/[][\.^$*+?(){}|/]/\\&/g' | paste -sd '|')
+  printf '^(%s)$' "$names"
+}
+
+status=0
+if [[ -n "${KWCTL:-}" ]]; then
+  [[ -x "$KWCTL" ]] || { echo "e2e: $KWCTL is not an executable kwctl" >&2; exit 1; }
+  E2E_HOST=kwctl KWCTL="$KWCTL" run_bats "every suite on kwctl ($KWCTL)" "$work/kwctl.tap" "$e2e" || status=$?
+  skipped_names "$work/kwctl.tap" | grep -v '^no username, password' >"$work/host-only.txt" || true
+  if [[ -s "$work/host-only.txt" ]]; then
+    E2E_HOST=policy-host run_bats "on the test host, the $(wc -l <"$work/host-only.txt") tests kwctl skipped" \
+      "$work/host.tap" --filter "$(as_filter <"$work/host-only.txt")" "$e2e" || status=$?
+  fi
+  E2E_HOST=policy-host run_bats "the leak check over both runs" "$work/leak.tap" "$e2e/99-no-leak.bats" || status=$?
+else
+  echo "e2e: no kwctl (KWCTL unset): every suite on the test host" >&2
+  E2E_HOST=policy-host run_bats "every suite on the test host" "$work/host.tap" "$e2e" || status=$?
+fi
+echo "e2e: $passed passed, $failed failed, $skipped skipped"
+exit "$status"
