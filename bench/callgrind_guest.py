@@ -5,8 +5,8 @@ Wasmtime's compiled guest code is anonymous memory to callgrind (`???:0x…`). R
 policy-host with POLICY_HOST_PERF_MAP=1 and wasmtime writes /tmp/perf-PID.map,
 one `START SIZE NAME` line per compiled function; this joins the two and prints,
 per guest function, the events callgrind recorded (self cost), sorted by the
-event given, with the guest's totals first (docs/performance.md, "third
-follow-up").
+event given, with the guest's totals first (docs/performance.md; its first use:
+bench/results/2026-12-02-fresh-instance-icache.md).
 
 Usage: callgrind_guest.py CALLGRIND_OUT PERF_MAP [EVENT] [ROWS]
   EVENT: a callgrind event name (Ir, I1mr, ILmr, ...; default I1mr)

@@ -237,7 +237,8 @@ server_bench() {
 # cache simulation, BENCH_PROFILE_REQUESTS (20) identical warm requests to each module in turn,
 # the counters dumped after each; bench/server_callgrind.py reads the dumps. Instructions and
 # instruction-cache misses per request do not move with the machine's load as times do, so a
-# change to the policy can be judged on one run (docs/performance.md, "fifth follow-up").
+# change to the policy can be judged on one run (docs/performance.md; the first such counts:
+# bench/results/2026-12-02-server-callgrind-clock.md).
 server_profile() {
   echo
   echo "## The real policy-server under callgrind (instructions and I-cache misses per request)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Issue 17, point 3: the kubelet tries every credential, whatever the error. A registry that
+# The credential loop: the kubelet tries every credential, whatever the error. A registry that
 # answers per user (lib/per_user_registry.py: Debian's docker-registry gives every user the
 # same view, so it cannot) and a Pod with two pull secrets, checked with credentialed lookups
 # (--enable-resolve-images): only the second secret sees the image -> found; a 401 and a 404

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# Certain means certain (issue 10): `reject` only for pulls that will certainly fail, and never
-# a word more than a user may read. One section per numbered point of the issue, each against
+# Certain means certain: `reject` only for pulls that will certainly fail, and never a word
+# more than a user may read. One numbered section per case where that is at stake, each against
 # real registries (Debian's docker-registry on 127.0.0.1 and on [::1], an htpasswd registry, a
 # web server that is not a registry, a port that never answers), asserting the decision and the
 # text. tests/certainty.rs proves the same points natively; this suite proves them through a
@@ -14,7 +14,7 @@
 #   1.36 "invalid reference format"; neither sends a request (the registry's access log stays
 #   empty). So the image that exists is not confirmed and the missing tag is not proven
 #   missing: both are "cannot be parsed by the policy server … no request sent; the kubelet
-#   pulls it" (issue 17, point 4: not "registry unreachable", which is not what happened),
+#   pulls it" (not "registry unreachable", which is not what happened),
 #   never invalidReference, never a rejection. (skopeo 1.9 refuses the reference
 #   too, so the images are pushed while the same storage is served on 127.0.0.1.)
 # - Point 6: kwctl's own log (policy-evaluator's "callback evaluation failed") prints the host
@@ -215,7 +215,7 @@ assert_nothing_says() {
     assert_warning_contains "image \"$image\": cannot be parsed by the policy server on registry $REG_V6; allowed (actions.unreachable: warn)" \
       "no request sent; the kubelet pulls it: " "$detail"
   done
-  # Nothing was unreachable: no request left the host (issue 17, point 4).
+  # Nothing was unreachable: no request left the host, so no message may say it was.
   assert_nothing_says "registry unreachable"
   # Each host's answer to the lookup, as its session recorded it (the first line).
   local answer="message: 'Invalid OCI image reference: invalid reference format'"

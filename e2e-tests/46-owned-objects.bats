@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Objects created by controllers, one level up (issue 17, point 2): a ReplicaSet a Deployment
+# Objects created by controllers, one level up: a ReplicaSet a Deployment
 # created and a Job a CronJob created carry a template that was judged when their owner was
 # admitted. When the tag has since been deleted (as a retention policy deletes it: by digest,
 # `vanish_image`), the controller's next ReplicaSet or Job must not be denied, while nodes that

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Short names on CRI-O nodes (issue 17, "CRI-O nodes"; docs/short-names.md): `shortNames` says
+# Short names on CRI-O nodes (docs/short-names.md): `shortNames` says
 # what the nodes do with an image written without a registry, and the policy predicts it
 # against real registries, on the test host and (E2E_HOST=kwctl) the real kwctl. The search
 # registries are two local docker-registry instances: `anon` (the scenario's images) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Words that match the verdict (issue 17, point 4): an empty or blank image is no reference.
+# Words that match the verdict: an empty or blank image is no reference.
 # The API server refuses a Pod without an image, and its validation (validateContainerCommon)
 # requires one in built-in templates too, so a validating webhook never sees one there; a
 # mutating webhook (this policy with pinDigests) and a custom kind's template can, and a blank

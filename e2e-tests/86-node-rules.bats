@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The node's exact rules (issue 11), against real registries and Node fixtures: platforms as
+# The node's exact rules, against real registries and Node fixtures: platforms as
 # containerd's matcher takes them (arm/v6 serves an arm/v7 node; amd64/v3 does not serve a
 # baseline amd64 node; an index entry without `platform` judged by its config), `cluster`
 # narrowed as the scheduler narrows it (node affinity, taints and tolerations, a pod that fits

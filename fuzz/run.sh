@@ -16,7 +16,10 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(reference docker_config keyring settings validate)
-flags=(--sanitizer none --dev)
+# Its own target directory: RUSTC_BOOTSTRAP re-runs the build scripts that probe for nightly
+# features (proc-macro2, anyhow, …), which would otherwise invalidate the workspace's
+# target/debug for the next `cargo build` or `cargo test`.
+flags=(--sanitizer none --dev --target-dir "$(cd "$fuzz/.." && pwd)/target/fuzz")
 export RUSTC_BOOTSTRAP=1
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked

@@ -14,11 +14,12 @@ use crate::host::{Host, HostError};
 ///
 /// The clock is read when it is needed, not around every call: under a real host every
 /// reading is a WASI call through wasmtime's WASI layer, code that a fresh instance finds cold
-/// (docs/performance.md, "fifth follow-up"). A measured call ends at the next reading, the
-/// one taken before the next call decides whether that call may start; so the last call of a
-/// request is never timed, and a one-lookup Pod reads the clock once. A call is taken to start
-/// at the latest reading, so the guest's own work between two calls (microseconds, against a
-/// budget in milliseconds) counts towards one of them.
+/// (counted on the real policy-server under callgrind, in
+/// bench/results/2026-12-02-server-callgrind-clock.md). A measured call ends at the next
+/// reading, the one taken before the next call decides whether that call may start; so the
+/// last call of a request is never timed, and a one-lookup Pod reads the clock once. A call is
+/// taken to start at the latest reading, so the guest's own work between two calls
+/// (microseconds, against a budget in milliseconds) counts towards one of them.
 #[derive(Debug, Clone)]
 pub struct Budget {
     deadline: Duration,

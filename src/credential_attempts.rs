@@ -3,7 +3,7 @@
 //! any error, a 404 included, moves on to the next, and the pull fails only when all failed.
 //! So a lookup is `absent` only when every credential was tried, each got a definitive answer
 //! (404 or a refusal) and at least one a 404; a refusal next to a 404 is still certain. The
-//! host concludes that (`docs/credentialed-lookups.md`); this module checks its conclusion
+//! host concludes that (`docs/design/credentialed-lookups.md`); this module checks its conclusion
 //! against the attempts it reports, never making it more certain, and words the failure so that
 //! it names which pull secret saw a 404 and which was refused: secrets by name, never content.
 
@@ -212,7 +212,8 @@ mod tests {
 
     #[test]
     fn a_host_claiming_more_than_its_attempts_show_is_not_believed() {
-        // a host that stopped at the first 404 (the contract before issue 17)
+        // a host that stopped at the first 404, as hosts did before the contract required every
+        // credential to be tried whatever the error
         let stopped = not_found(vec![attempt(AttemptOutcome::NotFound, "manifest unknown")]);
         let failure =
             result_of(stopped, &sources(&["team-a/a", "team-a/b"])).expect_err("a failure");

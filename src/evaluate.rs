@@ -43,7 +43,8 @@ thread_local! {
     /// instance (the test host, hosts pooling instances) sends it the same settings with every
     /// request, and compiling them (exemption globs, denied networks, mirror rules, JSONPaths)
     /// took 3 of the 30 µs of a one-image Pod. Policy-server 1.36 makes a new instance for
-    /// every evaluation, so there it compiles every time (docs/performance.md).
+    /// every evaluation, so there it compiles every time
+    /// (bench/results/2026-12-01-server-perf-profile.md).
     static LAST_SETTINGS: RefCell<Option<(Value, Rc<Settings>)>> = const { RefCell::new(None) };
 }
 

@@ -281,7 +281,7 @@ fn a_host_that_cannot_parse_an_ipv6_registry_is_not_a_reason_to_deny() {
     assert_eq!(response["accepted"], true, "{response}");
     let warnings = warnings(&response);
     // What happened: the policy server's parser refused the form; no registry was reached
-    // or failed to answer (issue 17, point 4).
+    // or failed to answer, and the warning says so, not "registry unreachable".
     assert_eq!(
         warnings,
         ["container \"app\" image \"[fd00::10]:5000/app:1\": cannot be parsed by the policy server on registry [fd00::10]:5000; allowed (actions.unreachable: warn): no request sent; the kubelet pulls it: invalid reference format"]

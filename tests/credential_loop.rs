@@ -1,4 +1,4 @@
-//! Issue 17, point 3: the kubelet tries every credential, whatever the error. Two pull secrets
+//! The credential loop: the kubelet tries every credential, whatever the error. Two pull secrets
 //! against a registry that answers per user, through the whole decision path with credentialed
 //! lookups: the image only the second secret sees is found; a refusal and a 404 is absent,
 //! naming both secrets; a 500 and a 404 is uncertain; refusals alone are unauthorized. No

@@ -176,7 +176,8 @@ fn invalid_references_are_rejected_with_the_reason_even_under_never() {
     assert!(message.contains(
         "container \"app\" image \"registry.example.com/Team/App:1\": invalid image reference: repository name must be lowercase"
     ), "{message}");
-    // An empty image is no reference: nothing to look up, nothing proven (issue 17, point 4).
+    // An empty image is no reference: nothing to look up, nothing proven; it is not rejected as
+    // an invalid reference but warned about as having nothing to look up.
     assert!(!message.contains("sidecar"), "{message}");
     assert_eq!(
         warnings(&response),
@@ -486,7 +487,7 @@ fn escapes_and_odd_encodings_are_answered_never_panicked_on() {
         );
     }
     // A blank image (whitespace only, decoded from an escape) is no reference at all: nothing
-    // to look up, said as such (issue 17, point 4).
+    // to look up, said as such rather than as an invalid reference.
     let response: Value =
         serde_json::from_slice(&validate_payload(pod(r"\t").as_bytes(), &cluster())).unwrap();
     assert_eq!(response["accepted"], true, "{response}");

@@ -1,4 +1,5 @@
-//! Settings written by the Kubewarden UI must load (issue 18). The UI builds a policy's settings
+//! Settings written by the Kubewarden UI must load: a policy whose form writes settings its own
+//! parser refuses cannot be configured from the UI at all. The UI builds a policy's settings
 //! from `questions-ui.yml`: each answer at its question's `variable`, defaults included (the
 //! hidden `description` question too), `''` or `null` for a cleared input, an empty row for
 //! "Add" on a list, and a row of sub-question defaults for "Add" on a sequence. Every such

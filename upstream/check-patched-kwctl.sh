@@ -2,7 +2,8 @@
 # check-patched-kwctl.sh [KWCTL]
 #
 # Checks a kwctl built with the upstream/kubewarden/ series (upstream/build-kwctl.sh) on the
-# credentialed scenario of issue 13, end to end, with real components only:
+# credentialed scenario the oci/v1/resolve_images proposal is for (a private image only a pod's
+# pull secret can read; docs/design/rfc-resolve-images.md), end to end, with real components only:
 #   - Debian's docker-registry with htpasswd Basic auth (private/app:v1 pushed with skopeo),
 #     plus an anonymous one (the request fixtures name images there too);
 #   - a small fake Kubernetes API server (python3, below) serving the team-a `default`

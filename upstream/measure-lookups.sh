@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # measure-lookups.sh [STOCK_POLICY_SERVER] [PATCHED_POLICY_SERVER]
 #
-# Measures the stock and the patched policy-server side by side, in one run, on what issue 19
-# asks of the upstream/oci-lookups series (see upstream/oci-lookups/README.md, "Measured"):
+# Measures the stock and the patched policy-server side by side, in one run, on what the
+# upstream/oci-lookups series must achieve, that one registry that never answers no longer
+# stalls every OCI lookup of the server (see upstream/oci-lookups/README.md, "Measured"):
 #   - with one silent registry (accepts connections, never answers) in use by M concurrent
 #     requests, requests for a healthy registry keep their warm latency (p50 within 1.5x of the
 #     same server's baseline);

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers of 45-certainty.bats ("certain means certain", issue 10): tags deleted from a
+# Helpers of 45-certainty.bats ("certain means certain"): tags deleted from a
 # registry, a registry listening on [::1], a web server that is not a registry, a hung
 # endpoint, Nodes that list cached images, Pods with owners, and what a recorded session asked.
 # Load it after lib/common. Every process started here keeps its pid in

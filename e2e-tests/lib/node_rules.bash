@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers of 86-node-rules.bats (issue 11: the node's exact rules): indexes with variants,
+# Helpers of 86-node-rules.bats (the node's exact rules): indexes with variants,
 # entries without a platform and attestation entries; a registry whose log names the user of
 # every request; Node fixtures. Load it after lib/common.
 

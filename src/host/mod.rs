@@ -16,7 +16,7 @@ pub use wapc::WapcHost;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The credentialed batch lookup this project proposes (`docs/credentialed-lookups.md`).
+/// The credentialed batch lookup this project proposes (`docs/design/credentialed-lookups.md`).
 pub const RESOLVE_IMAGES_OPERATION: &str = "v1/resolve_images";
 
 /// The capabilities the policy needs from its host. A failed call is a [`HostError`] to decide
@@ -131,7 +131,7 @@ pub struct ResolveImagesResponse {
 }
 
 /// What the host established about one image, after trying every credential it was given in
-/// order, as the kubelet does (`docs/credentialed-lookups.md`): `notFound` only when every
+/// order, as the kubelet does (`docs/design/credentialed-lookups.md`): `notFound` only when every
 /// credential was tried and got a definitive answer, at least one a 404.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "outcome")]

@@ -7,7 +7,7 @@
 //! by `/`), and the whole name, broker host included, is at most 255 characters. The encoding
 //! is canonical: [`BrokeredName::decode`] accepts exactly the strings
 //! [`BrokeredName::encode`] produces, so two different lookups never share an encoded name
-//! (and never share an entry of the policy server's cache). `docs/broker-encoding.md` is the
+//! (and never share an entry of the policy server's cache). `docs/design/broker-encoding.md` is the
 //! specification; the layout is
 //!
 //! ```text
@@ -24,8 +24,6 @@
 //! merely *looks* encoded (`broker/r1/kube-system/…`) has the broker's host as its registry;
 //! the policy never sends a reference on the broker's host that it did not write itself
 //! ([`is_broker_host`]).
-
-use std::fmt;
 
 /// The first component of every encoded name: the version of this encoding.
 pub const VERSION: &str = "r1";
@@ -93,49 +91,38 @@ impl ManifestReference {
 
 /// Why a lookup cannot be encoded, or a name is not an encoding. Texts never quote the input
 /// (a broker logs them for names any caller may send).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The namespace is not a DNS-1123 label.
+    #[error("the namespace is not a DNS-1123 label")]
     Namespace,
     /// A pull secret or ServiceAccount name is not a DNS-1123 subdomain (no such object can
     /// exist).
+    #[error("a pull secret or ServiceAccount name is not a DNS-1123 subdomain")]
     ObjectName,
     /// The registry is not a `host[:port]` of a reference.
+    #[error("the registry is not a host with an optional port")]
     Registry,
     /// The repository is not lowercase path components.
+    #[error("the repository is not lowercase path components")]
     Repository,
     /// The tag does not have a tag's grammar.
+    #[error("the tag is not a valid tag")]
     Tag,
     /// The digest does not have a digest's grammar.
+    #[error("the digest is not a valid digest")]
     Digest,
     /// The broker host is not a `host[:port]`.
+    #[error("the broker host is not a host with an optional port")]
     BrokerHost,
     /// The encoded name would be longer than 255 characters.
+    #[error("the brokered name would be longer than 255 characters")]
     TooLong,
     /// The name is not this encoding (wrong version, missing or malformed component, not
     /// canonical).
+    #[error("the name is not a brokered lookup of encoding r1")]
     NotEncoded,
 }
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Refusal::Namespace => "the namespace is not a DNS-1123 label",
-            Refusal::ObjectName => {
-                "a pull secret or ServiceAccount name is not a DNS-1123 subdomain"
-            }
-            Refusal::Registry => "the registry is not a host with an optional port",
-            Refusal::Repository => "the repository is not lowercase path components",
-            Refusal::Tag => "the tag is not a valid tag",
-            Refusal::Digest => "the digest is not a valid digest",
-            Refusal::BrokerHost => "the broker host is not a host with an optional port",
-            Refusal::TooLong => "the brokered name would be longer than 255 characters",
-            Refusal::NotEncoded => "the name is not a brokered lookup of encoding r1",
-        })
-    }
-}
-
-impl std::error::Error for Refusal {}
 
 impl BrokeredName {
     /// The encoded name (no broker host), or why this lookup cannot be encoded. The length

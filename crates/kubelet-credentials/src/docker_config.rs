@@ -9,15 +9,19 @@ use super::go_base64::decode_base64;
 use super::go_json::{go_field_is, GoJson};
 
 /// What is wrong with one registry entry of a pull secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum EntryProblem {
     /// The entry is neither an object nor `null`.
+    #[error("is not an object")]
     NotAnObject,
     /// The named field is neither a string nor `null`.
+    #[error("{0:?} is not a string")]
     NotAString(&'static str),
     /// `auth` is not base64.
+    #[error("\"auth\" is not valid base64")]
     AuthNotBase64,
     /// `auth` decodes to text without the `:` between username and password.
+    #[error("\"auth\" has no ':' separator")]
     AuthNoSeparator,
 }
 

@@ -2,8 +2,6 @@
 //! secrets count, where their document is, and why one cannot be used, in messages that never
 //! show a byte of the credentials.
 
-use std::fmt;
-
 use serde_json::Value;
 
 use super::credential::Credential;
@@ -22,9 +20,12 @@ pub(super) const DOCKERCFG_KEY: &str = ".dockercfg";
 
 /// Why a pull secret cannot be used. The texts name the secret, its data key and the `auths`
 /// entry, never a byte of the credentials.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
     /// Not a docker-config secret: the kubelet silently skips it.
+    #[error(
+        "secret {secret:?} has type {found:?}, not {DOCKER_CONFIG_JSON_TYPE} or {DOCKERCFG_TYPE}"
+    )]
     WrongType {
         /// `namespace/name` of the secret.
         secret: String,
@@ -32,6 +33,7 @@ pub enum SecretError {
         found: String,
     },
     /// The type is right but the data key is absent: the kubelet silently skips it.
+    #[error("secret {secret:?}: key {key:?} is missing")]
     MissingKey {
         /// `namespace/name` of the secret.
         secret: String,
@@ -39,6 +41,7 @@ pub enum SecretError {
         key: &'static str,
     },
     /// The type is right but the data key is empty: the kubelet silently skips it.
+    #[error("secret {secret:?}: key {key:?} is empty")]
     EmptyKey {
         /// `namespace/name` of the secret.
         secret: String,
@@ -46,6 +49,7 @@ pub enum SecretError {
         key: &'static str,
     },
     /// The data value is not base64 (or not a string).
+    #[error("secret {secret:?}: key {key:?} is not valid base64")]
     BadBase64 {
         /// `namespace/name` of the secret.
         secret: String,
@@ -53,6 +57,7 @@ pub enum SecretError {
         key: &'static str,
     },
     /// The decoded data is not JSON.
+    #[error("secret {secret:?}: key {key:?} is not valid JSON (line {line}, column {column})")]
     BadJson {
         /// `namespace/name` of the secret.
         secret: String,
@@ -64,6 +69,7 @@ pub enum SecretError {
         column: usize,
     },
     /// The JSON does not have the shape the kubelet decodes (e.g. `"auths"` is not an object).
+    #[error("secret {secret:?}: key {key:?}: {problem}")]
     BadDocument {
         /// `namespace/name` of the secret.
         secret: String,
@@ -73,6 +79,7 @@ pub enum SecretError {
         problem: &'static str,
     },
     /// One registry entry cannot be decoded.
+    #[error("secret {secret:?}: key {key:?}: entry {entry:?}: {problem}")]
     BadEntry {
         /// `namespace/name` of the secret.
         secret: String,
@@ -98,56 +105,6 @@ impl SecretError {
         )
     }
 }
-
-impl fmt::Display for SecretError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretError::WrongType { secret, found } => write!(
-                f,
-                "secret {secret:?} has type {found:?}, not {DOCKER_CONFIG_JSON_TYPE} or {DOCKERCFG_TYPE}"
-            ),
-            SecretError::MissingKey { secret, key } => {
-                write!(f, "secret {secret:?}: key {key:?} is missing")
-            }
-            SecretError::EmptyKey { secret, key } => {
-                write!(f, "secret {secret:?}: key {key:?} is empty")
-            }
-            SecretError::BadBase64 { secret, key } => {
-                write!(f, "secret {secret:?}: key {key:?} is not valid base64")
-            }
-            SecretError::BadJson {
-                secret,
-                key,
-                line,
-                column,
-            } => write!(
-                f,
-                "secret {secret:?}: key {key:?} is not valid JSON (line {line}, column {column})"
-            ),
-            SecretError::BadDocument {
-                secret,
-                key,
-                problem,
-            } => write!(f, "secret {secret:?}: key {key:?}: {problem}"),
-            SecretError::BadEntry {
-                secret,
-                key,
-                entry,
-                problem,
-            } => {
-                write!(f, "secret {secret:?}: key {key:?}: entry {entry:?}: ")?;
-                match problem {
-                    EntryProblem::NotAnObject => f.write_str("is not an object"),
-                    EntryProblem::NotAString(field) => write!(f, "{field:?} is not a string"),
-                    EntryProblem::AuthNotBase64 => f.write_str("\"auth\" is not valid base64"),
-                    EntryProblem::AuthNoSeparator => f.write_str("\"auth\" has no ':' separator"),
-                }
-            }
-        }
-    }
-}
-
-impl std::error::Error for SecretError {}
 
 /// Parses a Secret object as the Kubernetes API returns it (`type`, and `data` with base64
 /// values) into its registry entries, as the kubelet's `MakeDockerKeyring` reads them:

@@ -1,5 +1,5 @@
 //! The credential loop, as the kubelet runs it (`kuberuntime_image.go`, `PullImage`) and as
-//! the project's shared contract states it (`docs/credentialed-lookups.md`): every credential
+//! the project's shared contract states it (`docs/design/credentialed-lookups.md`): every credential
 //! the keyring matched, in order; the first success wins; any error, a 404 included, moves on
 //! to the next; no anonymous try once credentials matched; one anonymous try when none did.
 //!

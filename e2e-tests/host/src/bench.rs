@@ -168,7 +168,7 @@ fn peak_memory_pages(
     module: &[u8],
     settings: &Value,
     payload: &str,
-) -> Result<u64> {
+) -> Result<usize> {
     let memory = MemoryMeter::default();
     let metered = load(
         module,

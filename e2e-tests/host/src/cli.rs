@@ -76,7 +76,7 @@ pub struct RunArgs {
     #[arg(long = "oci-timeout-secs", default_value_t = 10)]
     pub oci_timeout_secs: u64,
 
-    /// Offer `oci/v1/resolve_images` (docs/credentialed-lookups.md); without
+    /// Offer `oci/v1/resolve_images` (docs/design/credentialed-lookups.md); without
     /// it the host answers `unknown operation` like a stock policy server.
     #[arg(long = "enable-resolve-images")]
     pub enable_resolve_images: bool,

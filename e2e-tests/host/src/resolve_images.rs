@@ -1,5 +1,5 @@
 //! `oci/v1/resolve_images`: the project's proposed capability (see
-//! `docs/credentialed-lookups.md` at the repository root), off unless
+//! `docs/design/credentialed-lookups.md` at the repository root), off unless
 //! `--enable-resolve-images` is given, so that by default the host behaves
 //! like a stock policy server (`unknown operation: v1/resolve_images`).
 //!
@@ -421,19 +421,7 @@ mod tests {
     /// NAME_UNKNOWN, `refused` a 401, `broken` a 500; anonymous requests get
     /// the Basic challenge.
     fn per_user_registry(seen: &Seen, _addr: &str) -> Reply {
-        use base64::Engine as _;
-        let user = seen
-            .authorization
-            .as_deref()
-            .and_then(|a| a.strip_prefix("Basic "))
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .split(':')
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned()
-            });
+        let user = basic_user(seen);
         let error = |status: u16, code: &str| {
             Reply::new(status)
                 .header("Content-Type", "application/json")
@@ -472,32 +460,24 @@ mod tests {
         }
     }
 
+    /// The Basic user of a request, `None` when it sent no Basic credential.
+    fn basic_user(seen: &Seen) -> Option<String> {
+        use base64::Engine as _;
+        let encoded = seen.authorization.as_deref()?.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&decoded);
+        Some(text.split(':').next().unwrap_or_default().to_owned())
+    }
+
     /// The users of each authenticated manifest request, in order.
     fn users_asked(registry: &TestRegistry) -> Vec<String> {
-        use base64::Engine as _;
         registry
             .seen()
             .iter()
             .filter(|s| s.path.contains("/manifests/"))
-            .map(|s| {
-                match s
-                    .authorization
-                    .as_deref()
-                    .and_then(|a| a.strip_prefix("Basic "))
-                {
-                    Some(b) => base64::engine::general_purpose::STANDARD
-                        .decode(b)
-                        .map(|b| {
-                            String::from_utf8_lossy(&b)
-                                .split(':')
-                                .next()
-                                .unwrap_or_default()
-                                .to_owned()
-                        })
-                        .unwrap_or_default(),
-                    None => "anonymous".to_owned(),
-                }
-            })
+            .map(|s| basic_user(s).unwrap_or_else(|| "anonymous".to_owned()))
             .collect()
     }
 
