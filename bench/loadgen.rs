@@ -67,17 +67,7 @@ fn main() {
 fn run() -> Result<(), String> {
     let (options, mut targets) = parse_args()?;
     for target in &mut targets {
-        if options.warmup > 0 {
-            let bodies = take(target, options.warmup);
-            let outcome = batch(&options, &target.path, bodies, None);
-            if outcome.errors > 0 {
-                return Err(format!(
-                    "{}: warm-up failed: {}",
-                    target.name,
-                    outcome.first_error.unwrap_or_default()
-                ));
-            }
-        }
+        warm_up(&options, target)?;
     }
     let per_round = options.requests.div_ceil(options.rounds).max(1);
     let budget = Duration::from_secs_f64(options.max_secs);
@@ -88,76 +78,110 @@ fn run() -> Result<(), String> {
             order.reverse();
         }
         for target in order {
-            let sent = target.latencies_us.len() + target.errors;
-            if sent >= options.requests || target.wall >= budget {
-                continue;
-            }
-            let n = per_round.min(options.requests - sent);
-            let bodies = take(target, n);
-            let before = options.server_pid.map(server_usage).transpose()?;
-            let deadline = Instant::now() + (budget - target.wall);
-            let started = Instant::now();
-            let outcome = batch(&options, &target.path, bodies, Some(deadline));
-            target.wall += started.elapsed();
-            let mut cpu_ns = 0;
-            if let (Some(pid), Some((ticks, ns, faults))) = (options.server_pid, before) {
-                let (ticks_after, ns_after, faults_after) = server_usage(pid)?;
-                cpu_ns = ns_after.saturating_sub(ns);
-                target.cpu_ticks += ticks_after.saturating_sub(ticks);
-                target.minflt += faults_after.saturating_sub(faults);
-            }
-            let mut round_latencies = outcome.latencies_us.clone();
-            round_latencies.sort_unstable();
-            if let Some(median) = round_latencies.get(round_latencies.len() / 2) {
-                target
-                    .rounds
-                    .push((*median, cpu_ns / round_latencies.len() as u64));
-            }
-            target.latencies_us.extend(outcome.latencies_us);
-            target.errors += outcome.errors;
-            target.not_allowed += outcome.not_allowed;
-            target.warned += outcome.warned;
-            if target.first_error.is_none() {
-                target.first_error = outcome.first_error;
-            }
+            one_round(&options, target, per_round, budget)?;
         }
     }
     for target in &mut targets {
-        target.latencies_us.sort_unstable();
-        let n = target.latencies_us.len();
-        let pct = |p: f64| -> f64 {
-            if n == 0 {
-                return 0.0;
-            }
-            let rank = ((p / 100.0) * n as f64).ceil() as usize;
-            target.latencies_us[rank.clamp(1, n) - 1] as f64 / 1000.0
-        };
-        let per_request = |total: f64| if n == 0 { 0.0 } else { total / n as f64 };
-        println!(
-            "{{\"target\":\"{}\",\"requests\":{},\"errors\":{},\"not_allowed\":{},\"warned\":{},\"wall_s\":{:.3},\"rps\":{:.1},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"server_cpu_us_per_request\":{:.0},\"server_minflt_per_request\":{:.1},\"rounds\":[{}],\"first_error\":{}}}",
-            target.name,
-            n,
-            target.errors,
-            target.not_allowed,
-            target.warned,
-            target.wall.as_secs_f64(),
-            n as f64 / target.wall.as_secs_f64().max(1e-9),
-            pct(50.0),
-            pct(90.0),
-            pct(99.0),
-            pct(100.0),
-            per_request(target.cpu_ticks as f64 * 1e6 / clock_ticks_per_second()),
-            per_request(target.minflt as f64),
-            target
-                .rounds
-                .iter()
-                .map(|(p50, cpu)| format!("{{\"p50_us\":{p50},\"cpu_us\":{}}}", cpu / 1000))
-                .collect::<Vec<_>>()
-                .join(","),
-            json_string(target.first_error.as_deref()),
-        );
+        print_result(target);
     }
     Ok(())
+}
+
+/// Sends `--warmup` requests of `target`, not counted; any error fails the run.
+fn warm_up(options: &Options, target: &mut Target) -> Result<(), String> {
+    if options.warmup == 0 {
+        return Ok(());
+    }
+    let bodies = take(target, options.warmup);
+    let outcome = batch(options, &target.path, bodies, None);
+    if outcome.errors > 0 {
+        return Err(format!(
+            "{}: warm-up failed: {}",
+            target.name,
+            outcome.first_error.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+/// One round of `target`: its share of the requests, within what is left of its budget, with
+/// the server's CPU and page faults read around it.
+fn one_round(
+    options: &Options,
+    target: &mut Target,
+    per_round: usize,
+    budget: Duration,
+) -> Result<(), String> {
+    let sent = target.latencies_us.len() + target.errors;
+    if sent >= options.requests || target.wall >= budget {
+        return Ok(());
+    }
+    let n = per_round.min(options.requests - sent);
+    let bodies = take(target, n);
+    let before = options.server_pid.map(server_usage).transpose()?;
+    let deadline = Instant::now() + (budget - target.wall);
+    let started = Instant::now();
+    let outcome = batch(options, &target.path, bodies, Some(deadline));
+    target.wall += started.elapsed();
+    let mut cpu_ns = 0;
+    if let (Some(pid), Some((ticks, ns, faults))) = (options.server_pid, before) {
+        let (ticks_after, ns_after, faults_after) = server_usage(pid)?;
+        cpu_ns = ns_after.saturating_sub(ns);
+        target.cpu_ticks += ticks_after.saturating_sub(ticks);
+        target.minflt += faults_after.saturating_sub(faults);
+    }
+    let mut round_latencies = outcome.latencies_us.clone();
+    round_latencies.sort_unstable();
+    if let Some(median) = round_latencies.get(round_latencies.len() / 2) {
+        target
+            .rounds
+            .push((*median, cpu_ns / round_latencies.len() as u64));
+    }
+    target.latencies_us.extend(outcome.latencies_us);
+    target.errors += outcome.errors;
+    target.not_allowed += outcome.not_allowed;
+    target.warned += outcome.warned;
+    if target.first_error.is_none() {
+        target.first_error = outcome.first_error;
+    }
+    Ok(())
+}
+
+/// Prints the JSON line of `target`.
+fn print_result(target: &mut Target) {
+    target.latencies_us.sort_unstable();
+    let n = target.latencies_us.len();
+    let pct = |p: f64| -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        let rank = ((p / 100.0) * n as f64).ceil() as usize;
+        target.latencies_us[rank.clamp(1, n) - 1] as f64 / 1000.0
+    };
+    let per_request = |total: f64| if n == 0 { 0.0 } else { total / n as f64 };
+    println!(
+        "{{\"target\":\"{}\",\"requests\":{},\"errors\":{},\"not_allowed\":{},\"warned\":{},\"wall_s\":{:.3},\"rps\":{:.1},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"server_cpu_us_per_request\":{:.0},\"server_minflt_per_request\":{:.1},\"rounds\":[{}],\"first_error\":{}}}",
+        target.name,
+        n,
+        target.errors,
+        target.not_allowed,
+        target.warned,
+        target.wall.as_secs_f64(),
+        n as f64 / target.wall.as_secs_f64().max(1e-9),
+        pct(50.0),
+        pct(90.0),
+        pct(99.0),
+        pct(100.0),
+        per_request(target.cpu_ticks as f64 * 1e6 / clock_ticks_per_second()),
+        per_request(target.minflt as f64),
+        target
+            .rounds
+            .iter()
+            .map(|(p50, cpu)| format!("{{\"p50_us\":{p50},\"cpu_us\":{}}}", cpu / 1000))
+            .collect::<Vec<_>>()
+            .join(","),
+        json_string(target.first_error.as_deref()),
+    );
 }
 
 /// The next `n` bodies of `target`, round robin.
@@ -383,6 +407,38 @@ fn json_string(s: Option<&str>) -> String {
     }
 }
 
+/// One `--target NAME=PATH=BODIES.jsonl`, its bodies read.
+fn parse_target(value: &str) -> Result<Target, String> {
+    let mut parts = value.splitn(3, '=');
+    let (Some(name), Some(path), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("--target {value}: expected NAME=PATH=BODIES"));
+    };
+    let text = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
+    let bodies: Vec<Vec<u8>> = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    if bodies.is_empty() {
+        return Err(format!("{file}: no request body"));
+    }
+    Ok(Target {
+        name: name.into(),
+        path: path.into(),
+        bodies,
+        next: 0,
+        latencies_us: Vec::new(),
+        errors: 0,
+        not_allowed: 0,
+        warned: 0,
+        wall: Duration::ZERO,
+        cpu_ticks: 0,
+        minflt: 0,
+        rounds: Vec::new(),
+        first_error: None,
+    })
+}
+
 fn parse_args() -> Result<(Options, Vec<Target>), String> {
     let mut values: HashMap<String, String> = HashMap::new();
     let mut targets = Vec::new();
@@ -390,38 +446,7 @@ fn parse_args() -> Result<(Options, Vec<Target>), String> {
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
-            "--target" => {
-                let mut parts = value.splitn(3, '=');
-                let (Some(name), Some(path), Some(file)) =
-                    (parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(format!("--target {value}: expected NAME=PATH=BODIES"));
-                };
-                let text = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
-                let bodies: Vec<Vec<u8>> = text
-                    .split(|b| *b == b'\n')
-                    .filter(|l| !l.is_empty())
-                    .map(<[u8]>::to_vec)
-                    .collect();
-                if bodies.is_empty() {
-                    return Err(format!("{file}: no request body"));
-                }
-                targets.push(Target {
-                    name: name.into(),
-                    path: path.into(),
-                    bodies,
-                    next: 0,
-                    latencies_us: Vec::new(),
-                    errors: 0,
-                    not_allowed: 0,
-                    warned: 0,
-                    wall: Duration::ZERO,
-                    cpu_ticks: 0,
-                    minflt: 0,
-                    rounds: Vec::new(),
-                    first_error: None,
-                });
-            }
+            "--target" => targets.push(parse_target(&value)?),
             f if f.starts_with("--") => {
                 values.insert(f[2..].to_owned(), value);
             }
