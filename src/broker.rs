@@ -19,7 +19,6 @@ use broker_reference::{BrokeredName, Credentials};
 use serde_json::Value;
 
 pub use crate::broker_settings::{BrokerSettings, BrokerUse};
-use crate::credentials::{distinct_names, SecretSource};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{
     Host, HostError, HostErrorKind, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse,
@@ -27,6 +26,7 @@ use crate::host::{
 };
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
+use kubelet_credentials::{distinct_names, SecretSource};
 
 /// The brokered lookups of one request: which (pod, image) go through the broker, with which
 /// credentials.

@@ -8,13 +8,13 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::broker::BrokerRoutes;
 use crate::credential_attempts;
-use crate::credentials::Keyring;
 use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ImageLookup, ResolveImagesRequest};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::Location;
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
+use kubelet_credentials::Keyring;
 
 pub use crate::budget::Budget;
 pub use crate::failure::LookupResult;

@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use serde_json::value::RawValue;
 
 use crate::admission::{AdmissionRequest, Operation};
-use crate::credentials::Keyring;
 use crate::custom_kinds::CustomKind;
 use crate::failure::{Failure, FailureKind, Observed};
 use crate::finding::AlsoAsked;
@@ -22,6 +21,7 @@ use crate::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
 };
+use kubelet_credentials::Keyring;
 
 /// The annotation the kubelet puts on the API's copy of a static Pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";

@@ -5,13 +5,13 @@
 //! `imagePullSecrets` are final. A pod template has not, so the plugin is emulated: the
 //! template's own secrets, else those of its ServiceAccount (`default` when unnamed).
 
-use crate::credentials::{
-    distinct_names, parse_pull_secret, service_account_secret_names, Keyring, SecretSource,
-};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ResourceRequest};
 use crate::reference::ImageReference;
 use crate::workload::PodSpecView;
+use kubelet_credentials::{
+    distinct_names, parse_pull_secret, service_account_secret_names, Keyring, SecretSource,
+};
 
 /// A problem with one pull secret (or with the ServiceAccount that lists them).
 #[derive(Debug, Clone, PartialEq, Eq)]
