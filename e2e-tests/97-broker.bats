@@ -184,8 +184,10 @@ no_broker_in_messages() {
   p50_base=$(healthy_p50 "$other" base)
   p50_during=$(healthy_p50 "$silent" during)
   echo "healthy p50 with a healthy registry asked alongside: $p50_base ms; with the silent one: $p50_during ms" >&3
-  # 1.5x, with 20 ms of slack for a shared machine's noise at these small figures
-  ((p50_during * 2 <= p50_base * 3 || p50_during <= p50_base + 20)) ||
+  # 2x, with 50 ms of slack for a shared machine's noise at these small figures (a 119 ms
+  # against 72 ms was seen under load); a healthy lookup waiting behind the silent registry's
+  # time-out would take over 1000 ms
+  ((p50_during <= p50_base * 2 || p50_during <= p50_base + 50)) ||
     _fail_with "healthy p50 $p50_during ms during the silent registry vs $p50_base ms without"
 }
 
