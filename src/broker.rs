@@ -49,11 +49,7 @@ impl BrokerRoutes {
         let mut routes = HashMap::new();
         for pod in pods {
             let Some(spec) = &pod.spec else { continue };
-            let credentials = match SecretSource::of(
-                spec.admitted_pod,
-                &spec.image_pull_secrets,
-                spec.service_account_name.as_deref(),
-            ) {
+            let credentials = match spec.secret_source() {
                 SecretSource::PodSpec => Credentials::PullSecrets(
                     distinct_names(spec.image_pull_secrets.iter().map(String::as_str))
                         .into_iter()

@@ -85,11 +85,7 @@ const SECRET_FIELDS: &[&str] = &["type", "data"];
 /// Reads the pull secrets the kubelet would use for pods of `spec` in `namespace`.
 pub fn read(spec: &PodSpecView, namespace: &str, host: &impl Host) -> PullSecrets {
     let mut result = PullSecrets::default();
-    let origin = SecretSource::of(
-        spec.admitted_pod,
-        &spec.image_pull_secrets,
-        spec.service_account_name.as_deref(),
-    );
+    let origin = spec.secret_source();
     let names = match &origin {
         SecretSource::PodSpec => spec.image_pull_secrets.clone(),
         SecretSource::ServiceAccount(account) => {

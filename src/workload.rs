@@ -219,6 +219,16 @@ pub struct PodSpecView {
 }
 
 impl PodSpecView {
+    /// Where the kubelet takes these pods' pull secret names from: their own, else their
+    /// ServiceAccount's.
+    pub fn secret_source(&self) -> kubelet_credentials::SecretSource {
+        kubelet_credentials::SecretSource::of(
+            self.admitted_pod,
+            &self.image_pull_secrets,
+            self.service_account_name.as_deref(),
+        )
+    }
+
     /// What decides which credentials the kubelet uses: a change re-checks every image.
     pub fn credentials_context(&self) -> (&[String], Option<&str>) {
         (

@@ -268,7 +268,7 @@ impl Broker {
             credentials,
             deadline,
             self.limits.lookup_timeout,
-            |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get, deadline),
+            |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get),
         )
         .await;
         if lookup.attempts.iter().any(Attempt::got_no_answer) {
@@ -335,17 +335,14 @@ impl Broker {
         Ok((gate, permits))
     }
 
-    /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out
-    /// and the lookup's deadline.
+    /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out.
     async fn attempt(
         &self,
         reference: &Reference,
         auth: Option<RegistryAuth>,
         get: bool,
-        deadline: Deadline,
     ) -> Attempt {
         let auth = auth.unwrap_or(RegistryAuth::Anonymous);
-        let until = deadline.min(Deadline::now() + self.limits.attempt_timeout);
         let slot = UrlSlot::default();
         let work = async {
             if get {
@@ -366,16 +363,13 @@ impl Broker {
                     })
             }
         };
-        match tokio::time::timeout_at(until, work).await {
+        // the lookup's deadline is the credential loop's (credential_loop::run)
+        match tokio::time::timeout(self.limits.attempt_timeout, work).await {
             Ok(Ok(found)) => Attempt::Found(found),
             Ok(Err(error)) => credential_loop::classify(&error),
-            Err(_) if until < deadline => Attempt::Failed(Unanswered::NoAnswer {
+            Err(_) => Attempt::Failed(Unanswered::NoAnswer {
                 within: self.limits.attempt_timeout,
                 lookup_deadline: false,
-            }),
-            Err(_) => Attempt::Failed(Unanswered::NoAnswer {
-                within: self.limits.lookup_timeout,
-                lookup_deadline: true,
             }),
         }
     }

@@ -24,7 +24,7 @@ pub enum Unanswerable {
         reason: String,
     },
     /// The registry let a recent lookup time out and is not asked again yet.
-    #[error("{registry} gave no definitive answer: {registry} let a lookup time out in the last {} s; not asked again yet", backoff.as_secs())]
+    #[error("{registry} gave no definitive answer: {}", silent_reason(registry, *backoff))]
     Silent {
         /// The registry.
         registry: String,
@@ -77,10 +77,7 @@ impl Unanswerable {
         match self {
             Unanswerable::Undecodable(refusal) => Some(refusal.to_string()),
             Unanswerable::RefusedDestination { reason, .. } => Some(reason.clone()),
-            Unanswerable::Silent { registry, backoff } => Some(format!(
-                "{registry} let a lookup time out in the last {} s; not asked again yet",
-                backoff.as_secs()
-            )),
+            Unanswerable::Silent { registry, backoff } => Some(silent_reason(registry, *backoff)),
             Unanswerable::SecretsUnavailable { error, .. } => Some(error.to_string()),
             Unanswerable::Overloaded { .. } => None,
         }
@@ -95,6 +92,14 @@ impl Unanswerable {
         };
         Answer::error(status, code, &self.to_string())
     }
+}
+
+/// Why a silent registry is not asked: the log's reason and the answer's message share it.
+fn silent_reason(registry: &str, backoff: Duration) -> String {
+    format!(
+        "{registry} let a lookup time out in the last {} s; not asked again yet",
+        backoff.as_secs()
+    )
 }
 
 #[cfg(test)]
