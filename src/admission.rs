@@ -45,6 +45,20 @@ pub struct AdmissionRequest {
     pub object: Option<Box<RawValue>>,
     /// The object before an UPDATE, as JSON.
     pub old_object: Option<Box<RawValue>>,
+    /// Who asked: the API server always says; Kubewarden's audit scanner sends none.
+    #[serde(deserialize_with = "null_as_default")]
+    pub user_info: UserInfo,
+}
+
+/// The requesting user, reduced to what tells an API server's request from an audit
+/// scanner's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct UserInfo {
+    /// The user name; the API server sends one even for anonymous requests
+    /// (`system:anonymous`).
+    #[serde(deserialize_with = "null_as_default")]
+    pub username: String,
 }
 
 /// The group, version and kind of the request's object.

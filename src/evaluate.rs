@@ -9,6 +9,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
+use crate::audit::{self, Origin};
 use crate::broker::{BrokerGuard, BrokerRoutes, Issued};
 use crate::budget::Budget;
 use crate::host::Host;
@@ -65,6 +66,10 @@ fn compiled(settings: Value) -> Result<Rc<Settings>, SettingsError> {
 
 /// Decides one admission request: plan, look up, judge, answer.
 pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -> Decision {
+    let origin = Origin::of(request, || request.object().metadata());
+    if origin == Origin::Audit && !settings.audit.lookups {
+        return audit::not_audited();
+    }
     // with a lookup broker, no image a Pod author wrote may reach the broker's host
     let issued = Issued::default();
     let guarded = BrokerGuard::new(host, settings.lookup_broker.as_ref(), Rc::clone(&issued));
@@ -96,13 +101,14 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         ));
     }
     let judgement = judge(&plan, &mut lookups, settings, &budget, host);
-    answer(request, plan, &lookups, judgement, settings)
+    answer(request, origin, plan, &lookups, judgement, settings)
 }
 
 /// The policy's answer: the configured actions applied to the findings, the mirror annotation,
 /// and the pinned object when pinning is on and the request is admitted.
 fn answer(
     request: &AdmissionRequest,
+    origin: Origin,
     plan: Plan,
     lookups: &Lookups<'_>,
     judgement: Judgement,
@@ -114,6 +120,15 @@ fn answer(
         notes.push(format!(
             "credentialed lookups (oci/v1/resolve_images) are not available here ({reason}); images were checked with the policy server's credentials"
         ));
+    }
+    if origin == Origin::Audit {
+        return audit::report(
+            &plan.resource,
+            request.object(),
+            &judgement.findings,
+            &notes,
+            &settings.actions,
+        );
     }
     let mut decision = decide(
         &plan.resource,

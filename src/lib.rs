@@ -80,6 +80,7 @@ pub mod judge;
 
 // 4. Answer: the configured action per finding, the messages, the patch.
 pub mod report;
+pub mod audit;
 
 // One request through the four steps; the `wasm32` entry points below call it.
 pub mod evaluate;

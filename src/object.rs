@@ -91,6 +91,10 @@ pub struct Metadata {
     /// `metadata.ownerReferences`; an entry that is not an object reads as an empty one.
     #[serde(deserialize_with = "lenient_entries")]
     pub owner_references: Vec<OwnerReference>,
+    /// `metadata.resourceVersion`: set on a stored object, refused by the API server on a
+    /// CREATE, so a CREATE that carries one is a stored object sent again (background audit).
+    #[serde(deserialize_with = "lenient")]
+    pub resource_version: String,
 }
 
 /// An entry of `metadata.ownerReferences`.

@@ -104,6 +104,17 @@ pub enum OwnedObjects {
     Check,
 }
 
+/// `audit`: what an instance does with the requests of Kubewarden's audit scanner, which shares
+/// the policy server's workers with admission (docs/audit.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// Look the images of audited objects up. Off by default: a sweep of cold lookups on the
+    /// policy server that answers the API server holds admission for as long as it lasts, so
+    /// only an instance on a policy server of its own should turn it on.
+    pub lookups: bool,
+}
+
 /// Registries that answer 404 instead of 401/403 to callers that may not see a repository
 /// (Artifactory's "hide existence of unauthorized resources"; JFrog's SaaS runs it).
 pub const DEFAULT_NOT_FOUND_MAY_MEAN_DENIED: [&str; 1] = ["*.jfrog.io"];
@@ -136,6 +147,7 @@ struct RawSettings {
     not_found_may_mean_denied: Option<Vec<String>>,
     short_names: ShortNameRules,
     lookup_broker: Option<BrokerSettings>,
+    audit: AuditSettings,
 }
 
 impl Default for RawSettings {
@@ -157,6 +169,7 @@ impl Default for RawSettings {
             not_found_may_mean_denied: None,
             short_names: ShortNameRules::default(),
             lookup_broker: None,
+            audit: AuditSettings::default(),
         }
     }
 }
@@ -188,6 +201,8 @@ pub struct Settings {
     pub short_names: ShortNames,
     /// The lookup broker, when lookups with pods' pull secrets go through one.
     pub lookup_broker: Option<BrokerSettings>,
+    /// How requests of Kubewarden's audit scanner are answered.
+    pub audit: AuditSettings,
     exempt_namespaces: HashSet<String>,
     exempt_images: Vec<glob::Pattern>,
 }
@@ -207,6 +222,7 @@ impl Default for Settings {
             not_found_may_mean_denied: NotFoundGlobs::default(),
             short_names: ShortNames::default(),
             lookup_broker: None,
+            audit: AuditSettings::default(),
             exempt_namespaces: HashSet::new(),
             exempt_images: Vec::new(),
         }
@@ -277,6 +293,7 @@ impl Settings {
         }
         Ok(Settings {
             lookup_broker: raw.lookup_broker,
+            audit: raw.audit,
             actions: raw.actions,
             owned_objects,
             short_names,

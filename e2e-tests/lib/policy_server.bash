@@ -11,6 +11,7 @@
 #   ps_use NAME                      talk to another running server
 #   ps_validate ID REQUEST           POST /validate/ID; prints the AdmissionResponse
 #   ps_post ID REQUEST               the raw POST (ps_last_http, ps_last_ms), for time-outs
+#   ps_audit ID REQUEST              POST /audit/ID, as the audit scanner does
 #   ps_stop NAME / ps_stop_all       by pid (registry_stop_all stops them too)
 #   ps_teardown_file                 for `teardown_file`: everything stopped, nothing left
 #
@@ -137,7 +138,8 @@ ps_use() {
 }
 
 # ps_post ID REQUEST_FILE: POSTs the AdmissionReview REQUEST_FILE to /validate/ID of the
-# current server, as the API server's webhook client does, giving up after PS_CLIENT_TIMEOUT
+# current server (/PS_ENDPOINT/ID when set: `audit` for the audit scanner's endpoint), as the
+# API server's webhook client does, giving up after PS_CLIENT_TIMEOUT
 # seconds (default 10, the webhook's default timeoutSeconds). Writes the body to stdout;
 # records the HTTP status and the time taken in $PS_DIR/last.http and last.ms (ps_last_http,
 # ps_last_ms). Fails only when curl does (no answer in time: status 000).
@@ -146,7 +148,7 @@ ps_post() {
   body=$(mktemp)
   start=$(date +%s%N)
   code=$(curl -s --noproxy '*' --max-time "${PS_CLIENT_TIMEOUT:-10}" -o "$body" -w '%{http_code}' \
-    -H 'Content-Type: application/json' --data-binary "@$request" "http://$PS_ADDR/validate/$id") || rc=$?
+    -H 'Content-Type: application/json' --data-binary "@$request" "http://$PS_ADDR/${PS_ENDPOINT:-validate}/$id") || rc=$?
   end=$(date +%s%N)
   echo "${code:-000}" >"$PS_DIR/last.http"
   echo $(((end - start) / 1000000)) >"$PS_DIR/last.ms"
@@ -169,10 +171,10 @@ ps_last_ms() { cat "$PS_DIR/last.ms"; }
 # the request's. Fails, with the body on stderr, on anything but HTTP 200 with a response.
 ps_validate() {
   local id=$1 request=$2 body code uid
-  body=$(ps_post "$id" "$request") || { echo "ps_validate: no answer from $PS_ADDR/validate/$id within ${PS_CLIENT_TIMEOUT:-10} s" >&2; return 1; }
+  body=$(ps_post "$id" "$request") || { echo "ps_validate: no answer from $PS_ADDR/${PS_ENDPOINT:-validate}/$id within ${PS_CLIENT_TIMEOUT:-10} s" >&2; return 1; }
   code=$(ps_last_http)
   if [[ "$code" != 200 ]]; then
-    printf 'ps_validate: HTTP %s from /validate/%s: %s\n' "$code" "$id" "$body" >&2
+    printf 'ps_validate: HTTP %s from /%s/%s: %s\n' "$code" "${PS_ENDPOINT:-validate}" "$id" "$body" >&2
     return 1
   fi
   uid=$(jq -r '.request.uid' "$request")
@@ -180,6 +182,10 @@ ps_validate() {
     { printf 'ps_validate: not an AdmissionReview answering %s: %s\n' "$uid" "$body" >&2; return 1; }
   jq -c '.response' <<<"$body"
 }
+
+# ps_audit ID REQUEST_FILE: as ps_validate, to /audit/ID, where Kubewarden's audit scanner
+# sends its requests (lib/audit.bash builds them).
+ps_audit() { PS_ENDPOINT=audit ps_validate "$@"; }
 
 # assert_status_code CODE: the response's status.code is CODE ("" for none).
 assert_status_code() {
