@@ -79,8 +79,8 @@ pub mod lookup;
 pub mod judge;
 
 // 4. Answer: the configured action per finding, the messages, the patch.
-pub mod report;
 pub mod audit;
+pub mod report;
 
 // One request through the four steps; the `wasm32` entry points below call it.
 pub mod evaluate;

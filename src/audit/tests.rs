@@ -41,7 +41,13 @@ fn resource(kind: &str) -> Resource {
 
 fn audit(kind: &str, object: &Value, findings: &[Finding], actions: &Actions) -> Decision {
     let raw = serde_json::value::to_raw_value(object).unwrap();
-    report(&resource(kind), Object::new(Some(&raw)), findings, &[], actions)
+    report(
+        &resource(kind),
+        Object::new(Some(&raw)),
+        findings,
+        &[],
+        actions,
+    )
 }
 
 #[test]
@@ -76,7 +82,11 @@ fn the_scanner_shape_is_an_audit_and_nothing_else_is() {
 
 #[test]
 fn what_admission_rejects_fails_and_says_what_breaks_next() {
-    let findings = [finding("app", "registry.example/team/app:gone", FailureKind::Absent)];
+    let findings = [finding(
+        "app",
+        "registry.example/team/app:gone",
+        FailureKind::Absent,
+    )];
     let decision = audit("CronJob", &json!({}), &findings, &Actions::default());
     assert!(!decision.accepted);
     let message = decision.message.unwrap();
@@ -102,7 +112,11 @@ fn what_admission_rejects_fails_and_says_what_breaks_next() {
 
 #[test]
 fn what_is_uncertain_passes_and_says_why() {
-    let findings = [finding("app", "ghcr.io/org/private:1", FailureKind::Unauthorized)];
+    let findings = [finding(
+        "app",
+        "ghcr.io/org/private:1",
+        FailureKind::Unauthorized,
+    )];
     let decision = audit("Deployment", &json!({}), &findings, &Actions::default());
     assert!(decision.accepted);
     let message = decision.message.unwrap();
@@ -119,7 +133,11 @@ fn what_is_uncertain_passes_and_says_why() {
 
 #[test]
 fn an_image_only_node_caches_still_hold_fails_unless_absent_is_not_rejected() {
-    let findings = [finding("app", "registry.example/app:1", FailureKind::CachedOnNodes)];
+    let findings = [finding(
+        "app",
+        "registry.example/app:1",
+        FailureKind::CachedOnNodes,
+    )];
     assert!(!audit("Deployment", &json!({}), &findings, &Actions::default()).accepted);
     let lenient = Actions::default().with(FailureKind::Absent, Action::Warn);
     assert!(audit("Deployment", &json!({}), &findings, &lenient).accepted);
@@ -135,7 +153,11 @@ fn a_running_pod_is_told_the_digest_it_runs() {
         "initContainerStatuses": "not a list"}});
     let findings = [
         finding("app", "registry.example/team/app:gone", FailureKind::Absent),
-        finding("other", "registry.example/team/other:gone", FailureKind::Absent),
+        finding(
+            "other",
+            "registry.example/team/other:gone",
+            FailureKind::Absent,
+        ),
     ];
     let message = audit("Pod", &pod, &findings, &Actions::default())
         .message
@@ -156,7 +178,10 @@ fn digests_are_read_from_every_image_id_form() {
         digest_of(&format!("docker-pullable://nginx@{digest}")),
         Some(digest.as_str())
     );
-    assert_eq!(digest_of(&format!("docker.io/library/nginx@{digest}")), Some(digest.as_str()));
+    assert_eq!(
+        digest_of(&format!("docker.io/library/nginx@{digest}")),
+        Some(digest.as_str())
+    );
     assert_eq!(digest_of("sha256:0123"), None);
     assert_eq!(digest_of(""), None);
 }
@@ -164,7 +189,13 @@ fn digests_are_read_from_every_image_id_form() {
 #[test]
 fn a_long_report_is_cut_to_what_a_report_cell_holds() {
     let findings: Vec<Finding> = (0..100)
-        .map(|i| finding(&format!("c{i}"), &format!("registry.example/app-{i}:gone"), FailureKind::Absent))
+        .map(|i| {
+            finding(
+                &format!("c{i}"),
+                &format!("registry.example/app-{i}:gone"),
+                FailureKind::Absent,
+            )
+        })
         .collect();
     let message = audit("Deployment", &json!({}), &findings, &Actions::default())
         .message
