@@ -31,9 +31,10 @@ ps_stop() {
 
 # ps_start POLICIES SOURCES [READY_SECS [LAUNCHER...]]: starts policy-server on loopback
 # ports (no TLS, no cluster), through LAUNCHER when given (valgrind), and waits up to
-# READY_SECS (60) until it is ready; sets PS_PID and PS_ADDR.
+# READY_SECS (60) until it is ready; sets PS_PID and PS_ADDR. Its files go to $E2E_WORK/PS_NAME
+# (default policy-server), so that two servers can run at once.
 ps_start() {
-  local policies=$1 sources=$2 ready=${3:-60} dir="$E2E_WORK/policy-server" port probe_port attempt
+  local policies=$1 sources=$2 ready=${3:-60} dir="$E2E_WORK/${PS_NAME:-policy-server}" port probe_port attempt
   shift $(($# < 3 ? $# : 3))
   local launcher=("$@")
   mkdir -p "$dir/home" "$dir/downloads" "$dir/sigstore"

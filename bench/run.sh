@@ -8,6 +8,9 @@
 #                     when there is none): requests per second, p50, p99, the server's CPU
 #                     and page faults per request, warm, cold and 50 ms away; peak RSS.
 #                     bench/policy_server.sh, with the load generator bench/loadgen.rs;
+#   0a. audit         admission latency before and during a background-audit sweep on the real
+#                     policy-server, on one server and on two, at 100 and 10 at once (bench/audit.sh,
+#                     bench/audit_sweep.py; skipped, saying so, without a policy-server);
 #   0b. profile       (only when BENCH_SECTIONS names it, ~6 minutes; needs valgrind) the same
 #                     server under callgrind: instructions and instruction-cache misses per
 #                     request, the policy's compiled code apart from the server's, which do not
@@ -29,7 +32,7 @@
 # accept-all and probe modules (ACCEPT_ALL_WASM, PROBE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
 # BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
 # case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench), BENCH_SECTIONS (the
-# sections to run, "server guest size e2e batch broker" by default; "profile" only when named),
+# sections to run, "server audit guest size e2e batch broker" by default; "profile" only when named),
 # and those of bench/policy_server.sh.
 set -euo pipefail
 
@@ -43,7 +46,7 @@ POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
 PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
 HOST=${POLICY_HOST:-$ROOT/target/debug/policy-host}
-SECTIONS=" ${BENCH_SECTIONS:-server guest size e2e batch broker} "
+SECTIONS=" ${BENCH_SECTIONS:-server audit guest size e2e batch broker} "
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 LOADGEN=$OUT/loadgen
 # section NAME: whether BENCH_SECTIONS asks for NAME.
@@ -125,6 +128,16 @@ if section server; then
   rustc --edition 2021 -O "$ROOT/bench/loadgen.rs" -o "$LOADGEN"
   trap 'ps_stop; cleanup' EXIT
   server_bench
+fi
+
+# --- 0a. Background audit and admission on the real policy-server -------------------------
+if section audit; then
+  # shellcheck source=bench/policy_server.sh
+  source "$ROOT/bench/policy_server.sh"
+  # shellcheck source=bench/audit.sh
+  source "$ROOT/bench/audit.sh"
+  trap 'ps_stop; cleanup' EXIT
+  audit_bench
 fi
 
 # --- 0b. The real policy-server under callgrind (opt-in: BENCH_SECTIONS=profile) ------------
