@@ -68,6 +68,23 @@ ps_annotate() {
   annotate "$POLICY" "$ROOT/policy-metadata.yml" "$1/policy.wasm"
 }
 
+# settings_policies DIR CAPS_JSON: the policies.yml entries of the policy under each settings
+# document of bench/settings/ (policy: `{}`, policy-readme, policy-large), the bench's
+# registry ($REG_ANON) put where the documents say REGISTRY; and the probe under the same two
+# documents (probe-readme, probe-large), which ignores them: the server sends a policy its
+# settings with every request, so what a document costs the server whoever reads it is the
+# probe's share, and only the rest is the policy's.
+settings_policies() {
+  local s
+  for s in empty readme large; do sed "s/REGISTRY/$REG_ANON/g" "$ROOT/bench/settings/$s.json"; done |
+    jq -s --arg x "file://$1/policy.wasm" --arg p "file://$1/probe.wasm" --argjson caps "$2" '
+      {policy: {module: $x, settings: .[0], hostCapabilities: $caps},
+       "policy-readme": {module: $x, settings: .[1], hostCapabilities: $caps},
+       "policy-large": {module: $x, settings: .[2], hostCapabilities: $caps},
+       "probe-readme": {module: $p, settings: .[1], hostCapabilities: $caps},
+       "probe-large": {module: $p, settings: .[2], hostCapabilities: $caps}}'
+}
+
 # annotate MODULE METADATA OUT: MODULE with its metadata embedded, which policy-server needs
 # (the protocol version); with kwctl where there is one, else with the test host.
 annotate() {
@@ -117,20 +134,24 @@ for i in range(n):
 EOF
 }
 
-# server_case LABEL IMAGES WARMUP REQUESTS MAX_SECS ROUNDS POLICY_ID ACCEPT PROBE POLICY:
-# one loadgen run of the three modules interleaved; appends a table row per module to
-# $OUT/server-rows.md and keeps the raw JSON lines in $OUT/server-LABEL.jsonl.
+# server_case LABEL IMAGES WARMUP REQUESTS MAX_SECS ROUNDS POLICY_ID ACCEPT PROBE POLICY
+# [EXTRA_ID...]: one loadgen run of the modules interleaved (accept-all, probe, the policy as
+# POLICY_ID, and each EXTRA_ID, another instance of the policy, on the POLICY requests);
+# appends a table row per module to $OUT/server-rows.md and keeps the raw JSON lines in
+# $OUT/server-LABEL.jsonl.
 server_case() {
   local label=$1 images=$2 warmup=$3 requests=$4 secs=$5 rounds=$6 policy_id=$7
-  local accept=$8 probe=$9 policy=${10} raw="$OUT/server-${1// /}-$2.jsonl"
+  local accept=$8 probe=$9 policy=${10} raw="$OUT/server-${1// /}-$2.jsonl" extra=()
+  local id
+  for id in "${@:11}"; do extra+=(--target "$id=/validate/$id=$policy"); done
   "$LOADGEN" --addr "$PS_ADDR" --connections "${BENCH_CONNECTIONS:-8}" --rounds "$rounds" \
     --requests "$requests" --max-secs "$secs" --warmup "$warmup" --server-pid "$PS_PID" \
     --target "accept-all=/validate/accept-all=$accept" \
     --target "probe=/validate/probe=$probe" \
-    --target "policy=/validate/$policy_id=$policy" >"$raw"
+    --target "policy=/validate/$policy_id=$policy" "${extra[@]}" >"$raw"
   jq -rs --arg case "$label" --arg images "$images" '
     (map(select(.target == "probe")) | .[0]) as $probe
-    | .[] | "| \($case) | \($images) | \(.target) | \(.requests) | \(if .rps < 10 then (.rps * 10 | round / 10) else (.rps | round) end) | \(.p50_ms * 100 | round / 100) | \(.p99_ms * 100 | round / 100) | \(.server_cpu_us_per_request) | \(.server_minflt_per_request) | \(if .target == "policy" then "\(.p50_ms / $probe.p50_ms * 100 | round / 100)× / \(.server_cpu_us_per_request / $probe.server_cpu_us_per_request * 100 | round / 100)×" else "" end) |"' \
+    | .[] | "| \($case) | \($images) | \(.target) | \(.requests) | \(if .rps < 10 then (.rps * 10 | round / 10) else (.rps | round) end) | \(.p50_ms * 100 | round / 100) | \(.p99_ms * 100 | round / 100) | \(.server_cpu_us_per_request) | \(.server_minflt_per_request) | \(if (.target | startswith("policy")) or (.target | startswith("probe-")) then "\(.p50_ms / $probe.p50_ms * 100 | round / 100)× / \(.server_cpu_us_per_request / $probe.server_cpu_us_per_request * 100 | round / 100)×" else "" end) |"' \
     "$raw" >>"$OUT/server-rows.md"
   # a benchmark of wrong answers is worthless: every image exists, every answer must admit
   if jq -e 'select(.errors > 0 or .not_allowed > 0 or .warned > 0)' "$raw" >/dev/null; then
@@ -160,12 +181,13 @@ server_bench() {
   # one server, every module, with the same grant: the registry capabilities the policy may
   # use (none is granted by default). The policy with default settings, and with a budget that
   # lets ten 50 ms lookups finish (the default 1.5 s would turn slow answers into warnings).
-  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" '
-      ["oci/v1/manifest_digest", "oci/v1/oci_manifest", "oci/v1/oci_manifest_config"] as $oci
-      | {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
-         probe: {module: $p, settings: {}, hostCapabilities: $oci},
-         policy: {module: $x, settings: {}, hostCapabilities: $oci},
-         "policy-patient": {module: $x, settings: {timeBudgetMs: 30000}, hostCapabilities: $oci}}' >"$dir/policies.yml"
+  local oci='["oci/v1/manifest_digest", "oci/v1/oci_manifest", "oci/v1/oci_manifest_config"]'
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" \
+    --argjson oci "$oci" --argjson documents "$(settings_policies "$dir" "$oci")" '
+      {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
+       probe: {module: $p, settings: {}, hostCapabilities: $oci},
+       "policy-patient": {module: $x, settings: {timeBudgetMs: 30000}, hostCapabilities: $oci}}
+      + $documents' >"$dir/policies.yml"
   ps_start "$dir/policies.yml" "$(write_sources_yaml server-bench --insecure "$REG_ANON" --insecure "$slow_reg")"
   local idle_rss
   idle_rss=$(ps_memory VmRSS)
@@ -173,7 +195,8 @@ server_bench() {
   for n in 1 10; do
     review_lines "$dir/warm-$n.jsonl" "$n" 1 "" "$REG_ANON/bench"
     server_case "warm" "$n" 200 "$warm" 90 20 policy \
-      "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl"
+      "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl" "$dir/warm-$n.jsonl" policy-readme policy-large \
+      probe-readme probe-large
   done
   for n in 1 10; do
     local count=$((n == 1 ? cold : (cold + 4) / 5))
@@ -218,16 +241,23 @@ server_bench() {
   echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
   cat "$OUT/server-rows.md"
   echo
-  echo "| target (warm, same run) | policy / probe, p50 | policy / probe, server CPU | the same, median of the per-round ratios | target |"
-  echo "|---|---:|---:|---:|---:|"
+  echo "Settings documents (bench/settings/): \`policy\` has \`{}\`, \`policy-readme\` the README's cluster example, \`policy-large\` every setting of docs/settings.md (20 mirrors, 50 exempt images, 20 exempt namespaces)."
+  echo
+  echo "| target (warm, same run) | settings | policy / probe, p50 | policy / probe, server CPU | the same, median of the per-round ratios | against the probe with the same document: p50, server CPU | target |"
+  echo "|---|---|---:|---:|---:|---:|---:|"
   for n in 1 10; do
-    jq -rs --arg n "$n" --arg t "$([[ $n == 1 ]] && echo 1.05 || echo 1.1)" '
-      def r2: . * 100 | round / 100;
-      def median: sort | .[length / 2 | floor];
-      (map(select(.target == "probe"))[0]) as $p | (map(select(.target == "policy"))[0]) as $x
-      | [range([$p.rounds, $x.rounds] | map(length) | min)] as $i
-      | "| \($n) image(s) | \($x.p50_ms / $p.p50_ms | r2) | \($x.server_cpu_us_per_request / $p.server_cpu_us_per_request | r2) | \($i | map($x.rounds[.].p50_us / $p.rounds[.].p50_us) | median | r2), \($i | map($x.rounds[.].cpu_us / ([$p.rounds[.].cpu_us, 1] | max)) | median | r2) | ≤ \($t) |"' \
-      "$OUT/server-warm-$n.jsonl"
+    for doc in "policy probe {}" "policy-readme probe-readme README" "policy-large probe-large large"; do
+      # shellcheck disable=SC2086 # the words of a document
+      set -- $doc
+      jq -rs --arg n "$n" --arg id "$1" --arg same "$2" --arg name "$3" --arg t "$([[ $n == 1 ]] && echo 1.05 || echo 1.1)" '
+        def r2: . * 100 | round / 100;
+        def median: sort | .[length / 2 | floor];
+        (map(select(.target == "probe"))[0]) as $p | (map(select(.target == $id))[0]) as $x
+        | (map(select(.target == $same))[0]) as $q
+        | [range([$p.rounds, $x.rounds] | map(length) | min)] as $i
+        | "| \($n) image(s) | \($name) | \($x.p50_ms / $p.p50_ms | r2) | \($x.server_cpu_us_per_request / $p.server_cpu_us_per_request | r2) | \($i | map($x.rounds[.].p50_us / $p.rounds[.].p50_us) | median | r2), \($i | map($x.rounds[.].cpu_us / ([$p.rounds[.].cpu_us, 1] | max)) | median | r2) | \($x.p50_ms / $q.p50_ms | r2), \($x.server_cpu_us_per_request / $q.server_cpu_us_per_request | r2) | ≤ \($t) |"' \
+        "$OUT/server-warm-$n.jsonl"
+    done
   done
   echo
   echo "Server RSS: ${idle_rss} MiB after start (4 policies loaded), peak (VmHWM) ${peak} MiB after every case."
@@ -252,11 +282,11 @@ server_profile() {
   local n=${BENCH_PROFILE_REQUESTS:-20} dir="$E2E_WORK/server-profile" images m
   mkdir -p "$dir" "$E2E_WORK/policy-server/home"
   ps_annotate "$dir"
-  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" '
-      ["oci/v1/manifest_digest"] as $oci
-      | {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
-         probe: {module: $p, settings: {}, hostCapabilities: $oci},
-         policy: {module: $x, settings: {}, hostCapabilities: $oci}}' >"$dir/policies.yml"
+  local oci='["oci/v1/manifest_digest"]' modules="accept-all probe policy policy-readme policy-large"
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" \
+    --argjson oci "$oci" --argjson documents "$(settings_policies "$dir" "$oci")" '
+      {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
+       probe: {module: $p, settings: {}, hostCapabilities: $oci}} + $documents' >"$dir/policies.yml"
   # compiling the modules under valgrind takes minutes
   ps_start "$dir/policies.yml" "$(write_sources_yaml server-profile --insecure "$REG_ANON")" 1200 \
     valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$dir/callgrind.out" ||
@@ -275,13 +305,13 @@ server_profile() {
   for images in 1 10; do
     review_lines "$dir/reviews-$images.jsonl" "$images" 1 "" "$REG_ANON/bench"
     head -n1 "$dir/reviews-$images.jsonl" >"$dir/review-$images.json"
-    for m in accept-all probe policy; do
+    for m in $modules; do
       send 3 "$dir/review-$images.json" "$m" # warm the digest cache and the server's paths
     done
     # a dump of its own for everything before the measured requests (the first dump of a run
     # also carries costs from before it), then one per module
     callgrind_control -d warmup "$PS_PID" >/dev/null 2>&1
-    for m in accept-all probe policy; do
+    for m in $modules; do
       callgrind_control -z "$PS_PID" >/dev/null 2>&1
       send "$n" "$dir/review-$images.json" "$m"
       callgrind_control -d "$m $images" "$PS_PID" >/dev/null 2>&1
@@ -307,5 +337,16 @@ server_profile() {
     map({key: .label, value: .}) | from_entries as $d
     | ("1", "10") as $n | $d["probe \($n)"] as $p | $d["policy \($n)"] as $x
     | "| \($n) | \($x.ir / $p.ir | r2) | \($x.i1mr / $p.i1mr | r2) | \($x.wasm_i1mr - $p.wasm_i1mr) | \($x.server_i1mr - $p.server_i1mr) |"' \
+    "$OUT/server-profile.jsonl"
+  echo
+  echo "What the settings documents cost (bench/settings/; target: large ≤ 1.1× \`{}\`'s wasm instructions with 1 image):"
+  echo
+  echo "| images | wasm instructions per request: \`{}\` / README / large | README / \`{}\` | large / \`{}\` |"
+  echo "|---:|---:|---:|---:|"
+  jq -rs 'def r3: . * 1000 | round / 1000;
+    map({key: .label, value: .}) | from_entries as $d
+    | ("1", "10") as $n | $d["policy \($n)"].wasm_ir as $e | $d["policy-readme \($n)"].wasm_ir as $r
+    | $d["policy-large \($n)"].wasm_ir as $l
+    | "| \($n) | \($e) / \($r) / \($l) | \($r / $e | r3) | \($l / $e | r3) |"' \
     "$OUT/server-profile.jsonl"
 }

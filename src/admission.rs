@@ -5,16 +5,17 @@
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use crate::object::{Metadata, Object};
 
 /// What the host passes to `validate`: the policy's settings and the admission request.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ValidationPayload {
-    /// The settings, validated by the caller (`null` when the policy has none).
+    /// The settings as their JSON text, validated by the caller (absent or `null` when the
+    /// policy has none). Kept as text: most settings parse straight into their typed form
+    /// ([`Settings::from_json`](crate::settings::Settings::from_json)), without a `Value` tree.
     #[serde(default)]
-    pub settings: Value,
+    pub settings: Option<Box<RawValue>>,
     /// The Kubernetes admission request.
     pub request: AdmissionRequest,
 }
@@ -133,7 +134,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn payload(value: Value) -> Result<ValidationPayload, serde_json::Error> {
         serde_json::from_str(&value.to_string())

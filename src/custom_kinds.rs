@@ -6,10 +6,12 @@
 //! as one of the many pre-standard dialects do; it also reports each match's location, which
 //! becomes the JSON pointer a pinned digest is written to.
 
+use std::cell::OnceCell;
 use std::fmt;
 
 use serde::Deserialize;
 use serde_json::Value;
+
 use serde_json_path::JsonPath;
 
 use crate::field_error::FieldError;
@@ -41,8 +43,54 @@ pub struct CustomKind {
     version: String,
     /// The kind, as messages name it.
     pub kind: String,
-    images: Vec<JsonPath>,
-    pod_specs: Vec<JsonPath>,
+    images: Paths,
+    pod_specs: Paths,
+}
+
+/// One list of a rule's JSONPath expressions, compiled when an object of the kind first needs
+/// them: the parser is a large share of the module's code, and most requests are of other
+/// kinds. Settings validation compiles them at once ([`CustomKind::compile_paths`]).
+#[derive(Clone)]
+struct Paths {
+    field: &'static str,
+    texts: Vec<String>,
+    compiled: OnceCell<Result<Vec<JsonPath>, CustomKindError>>,
+}
+
+/// The paths as written, compiled yet or not.
+impl fmt::Debug for Paths {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.texts).finish()
+    }
+}
+
+impl Paths {
+    fn new(field: &'static str, texts: Vec<String>) -> Self {
+        Paths {
+            field,
+            texts,
+            compiled: OnceCell::new(),
+        }
+    }
+
+    /// The compiled expressions, or the first that does not compile.
+    fn compiled(&self) -> Result<&[JsonPath], &CustomKindError> {
+        let compiled = self.compiled.get_or_init(|| {
+            self.texts
+                .iter()
+                .enumerate()
+                .map(|(index, path)| {
+                    JsonPath::parse(path).map_err(|e| CustomKindError::JsonPath {
+                        field: self.field,
+                        index,
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })
+                })
+                .collect()
+        });
+        compiled.as_deref()
+    }
 }
 
 /// The images and pod specs found in an object of a custom kind.
@@ -70,27 +118,21 @@ impl CustomKind {
         if rule.images.is_empty() && rule.pod_specs.is_empty() {
             return Err(CustomKindError::NoPaths);
         }
-        let compile = |field: &'static str, paths: &[String]| {
-            paths
-                .iter()
-                .enumerate()
-                .map(|(index, path)| {
-                    JsonPath::parse(path).map_err(|e| CustomKindError::JsonPath {
-                        field,
-                        index,
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-        };
         Ok(CustomKind {
-            images: compile("images", &rule.images)?,
-            pod_specs: compile("podSpecs", &rule.pod_specs)?,
+            images: Paths::new("images", rule.images),
+            pod_specs: Paths::new("podSpecs", rule.pod_specs),
             group,
             version,
             kind: rule.kind,
         })
+    }
+
+    /// Compiles every JSONPath now: what validating the settings needs, so that a bad path is
+    /// refused when the policy is loaded, naming it.
+    pub fn compile_paths(&self) -> Result<(), CustomKindError> {
+        self.images.compiled().map_err(Clone::clone)?;
+        self.pod_specs.compiled().map_err(Clone::clone)?;
+        Ok(())
     }
 
     /// True when an admission request's kind is this one.
@@ -100,8 +142,12 @@ impl CustomKind {
 
     /// Every pod spec and image field the expressions select in `object`.
     pub fn extract(&self, object: &Value) -> Result<CustomImages, WorkloadError> {
+        let invalid = |error: &CustomKindError| WorkloadError::InvalidRule {
+            kind: self.kind.clone(),
+            reason: format!("customResources{}: {error}", error.field()),
+        };
         let mut found = CustomImages::default();
-        for path in &self.pod_specs {
+        for path in self.pod_specs.compiled().map_err(invalid)? {
             for node in path.query_located(object).all() {
                 found.pod_specs.push(read_pod_spec_at(
                     &node.location().to_json_pointer(),
@@ -109,7 +155,7 @@ impl CustomKind {
                 )?);
             }
         }
-        for path in &self.images {
+        for path in self.images.compiled().map_err(invalid)? {
             for node in path.query_located(object).all() {
                 let Some(image) = node.node().as_str() else {
                     continue;
@@ -182,13 +228,42 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn kind(images: &[&str], pod_specs: &[&str]) -> Result<CustomKind, CustomKindError> {
-        CustomKind::new(CustomResourceRule {
+    fn rule(images: &[&str], pod_specs: &[&str]) -> CustomResourceRule {
+        CustomResourceRule {
             api_version: "argoproj.io/v1alpha1".into(),
             kind: "Workflow".into(),
             images: images.iter().map(|s| (*s).to_owned()).collect(),
             pod_specs: pod_specs.iter().map(|s| (*s).to_owned()).collect(),
-        })
+        }
+    }
+
+    /// The rule as settings validation checks it: every path compiled.
+    fn kind(images: &[&str], pod_specs: &[&str]) -> Result<CustomKind, CustomKindError> {
+        let kind = CustomKind::new(rule(images, pod_specs))?;
+        kind.compile_paths()?;
+        Ok(kind)
+    }
+
+    #[test]
+    fn a_path_compiles_when_an_object_needs_it_and_an_error_is_explained() {
+        let lazy = CustomKind::new(rule(&["$.spec.image", "$[?"], &[])).unwrap();
+        assert!(lazy.images.compiled.get().is_none());
+        let error = lazy
+            .extract(&json!({"spec": {"image": "a/b:1"}}))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the settings' rule for Workflow is invalid: customResources.images[1]: invalid JSONPath \"$[?\": ".to_owned()
+                + &JsonPath::parse("$[?").unwrap_err().to_string()
+        );
+        let fine = CustomKind::new(rule(&["$.spec.image"], &[])).unwrap();
+        assert_eq!(
+            fine.extract(&json!({"spec": {"image": "a/b:1"}}))
+                .unwrap()
+                .fields
+                .len(),
+            1
+        );
     }
 
     #[test]

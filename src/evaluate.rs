@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, ValidationPayload};
@@ -40,26 +41,25 @@ pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
 }
 
 thread_local! {
-    /// The settings of the previous request and what they compiled to. A host that keeps the
-    /// instance (the test host, hosts pooling instances) sends it the same settings with every
-    /// request, and compiling them (exemption globs, denied networks, mirror rules, JSONPaths)
-    /// took 3 of the 30 µs of a one-image Pod. Policy-server 1.36 makes a new instance for
-    /// every evaluation, so there it compiles every time
-    /// (bench/results/2026-12-01-server-perf-profile.md).
-    static LAST_SETTINGS: RefCell<Option<(Value, Rc<Settings>)>> = const { RefCell::new(None) };
+    /// The settings text of the previous request and what it compiled to. A host that keeps
+    /// the instance (the test host, hosts pooling instances) sends it the same settings with
+    /// every request; policy-server 1.36 makes a new instance for every evaluation, so there
+    /// the settings are read every time, which [`Settings::from_json`] keeps cheap.
+    static LAST_SETTINGS: RefCell<Option<(String, Rc<Settings>)>> = const { RefCell::new(None) };
 }
 
-/// `settings` compiled, or the previous request's compilation when they are the same. Errors
-/// are not kept: invalid settings are compiled (and explained) again every time.
-fn compiled(settings: Value) -> Result<Rc<Settings>, SettingsError> {
+/// `settings` compiled, or the previous request's compilation when they are the same text.
+/// Errors are not kept: invalid settings are compiled (and explained) again every time.
+fn compiled(settings: Option<Box<RawValue>>) -> Result<Rc<Settings>, SettingsError> {
+    let text = settings.as_deref().map_or("null", RawValue::get);
     LAST_SETTINGS.with_borrow_mut(|last| {
         if let Some((previous, compiled)) = last.as_ref() {
-            if *previous == settings {
+            if previous == text {
                 return Ok(Rc::clone(compiled));
             }
         }
-        let compiled = Rc::new(Settings::from_value(&settings)?);
-        *last = Some((settings, Rc::clone(&compiled)));
+        let compiled = Rc::new(Settings::from_json(text)?);
+        *last = Some((text.to_owned(), Rc::clone(&compiled)));
         Ok(compiled)
     })
 }

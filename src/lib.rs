@@ -36,6 +36,7 @@
 pub mod action;
 pub mod failure;
 pub mod field_error;
+pub mod globs;
 pub mod object;
 pub mod platform;
 pub mod reference;

@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
+use crate::globs::Glob;
 use crate::reference::ImageReference;
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local
@@ -40,7 +41,7 @@ const DEFAULT_DENIED: [Network; 4] = [
 /// The registries lookups may go to.
 #[derive(Debug, Clone)]
 pub struct LookupScope {
-    registries: Vec<glob::Pattern>,
+    registries: Vec<Glob>,
     denied: Vec<Network>,
 }
 
@@ -115,13 +116,13 @@ fn host_of(registry: &str) -> &str {
 }
 
 /// A registry glob: `*.corp.example`, `docker.io`, `registry.internal:5000`.
-fn compile_registry_pattern(pattern: &str) -> Result<glob::Pattern, String> {
+fn compile_registry_pattern(pattern: &str) -> Result<Glob, String> {
     if pattern.is_empty() || pattern.contains('/') || pattern.chars().any(char::is_whitespace) {
         return Err(format!(
             "{pattern:?} is not a registry pattern such as *.corp.example or docker.io"
         ));
     }
-    glob::Pattern::new(pattern).map_err(|e| format!("invalid pattern {pattern:?}: {}", e.msg))
+    Glob::new(pattern.to_owned())
 }
 
 /// An IP network in CIDR notation.

@@ -74,20 +74,27 @@ impl Mirrors {
     /// Validates `rules`; the error names the offending field relative to the rule list.
     pub fn new(rules: Vec<RegistryRule>) -> Result<Self, RuleError> {
         for (i, rule) in rules.iter().enumerate() {
-            let at = |field: &str| {
-                let field = format!("[{i}].{field}");
-                move |problem| RuleError { field, problem }
+            // the field's path is written only for an error
+            let at = |field: fmt::Arguments<'_>, problem| RuleError {
+                field: format!("[{i}].{field}"),
+                problem,
             };
-            check_location(&rule.prefix, true).map_err(at("prefix"))?;
+            check_location(&rule.prefix, true).map_err(|p| at(format_args!("prefix"), p))?;
             if let Some(location) = &rule.location {
-                check_location(location, false).map_err(at("location"))?;
+                check_location(location, false).map_err(|p| at(format_args!("location"), p))?;
             }
             for (j, mirror) in rule.mirrors.iter().enumerate() {
                 check_location(&mirror.location, false)
-                    .map_err(at(&format!("mirrors[{j}].location")))?;
+                    .map_err(|p| at(format_args!("mirrors[{j}].location"), p))?;
             }
         }
         Ok(Mirrors { rules })
+    }
+
+    /// Rules [`Mirrors::new`] has accepted before: a request's settings, which the host
+    /// validated when it loaded the policy.
+    pub fn validated(rules: Vec<RegistryRule>) -> Self {
+        Mirrors { rules }
     }
 
     /// True when no rule is configured: every image has only its primary location.

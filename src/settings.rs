@@ -2,7 +2,6 @@
 //! `ClusterAdmissionPolicy` is refused when the policy loads instead of silently ignored.
 
 use std::cell::OnceCell;
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::Deserialize;
@@ -12,6 +11,7 @@ use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
+use crate::globs::Glob;
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
@@ -203,8 +203,9 @@ pub struct Settings {
     pub lookup_broker: Option<BrokerSettings>,
     /// How requests of Kubewarden's audit scanner are answered.
     pub audit: AuditSettings,
-    exempt_namespaces: HashSet<String>,
-    exempt_images: Vec<glob::Pattern>,
+    /// Sorted, for a binary search: no hasher to seed on every request.
+    exempt_namespaces: Vec<String>,
+    exempt_images: Vec<Glob>,
 }
 
 impl Default for Settings {
@@ -223,7 +224,7 @@ impl Default for Settings {
             short_names: ShortNames::default(),
             lookup_broker: None,
             audit: AuditSettings::default(),
-            exempt_namespaces: HashSet::new(),
+            exempt_namespaces: Vec::new(),
             exempt_images: Vec::new(),
         }
     }
@@ -240,7 +241,33 @@ impl Settings {
         if value.is_null() || value.as_object().is_some_and(serde_json::Map::is_empty) {
             return Ok(Settings::default());
         }
-        Self::compile(Self::parse_raw(&ui_form::normalise(value))?)
+        Self::compile(Self::parse_raw(&ui_form::normalise(value))?, Checks::All)
+    }
+
+    /// Parses and validates settings from their JSON text, as the host sends them. Text the
+    /// Kubewarden UI's form may have written blanks into goes through [`Settings::from_value`];
+    /// any other text is parsed straight into its typed form, without a `Value` tree, the
+    /// normalising copy or the path-tracking parser: policy-server 1.36 reads the settings on
+    /// a fresh instance for every request. Whatever fails on that path is read again by the
+    /// slow one, so that an error still names its field.
+    pub fn from_json(text: &str) -> Result<Self, SettingsError> {
+        let trimmed = text.trim();
+        if trimmed == "null"
+            || trimmed
+                .strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .is_some_and(|t| t.trim().is_empty())
+        {
+            return Ok(Settings::default());
+        }
+        if !ui_form::may_hold_blanks(text) {
+            if let Ok(raw) = serde_json::from_str::<RawSettings>(text) {
+                return Self::compile(raw, Checks::WhatRequestsUse);
+            }
+        }
+        let value = serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
+        Self::from_value(&value)
     }
 
     /// Deserialises, naming the path of the first field that does not fit.
@@ -255,7 +282,7 @@ impl Settings {
     }
 
     /// Checks what serde cannot and compiles patterns, mirrors, platforms and JSONPaths.
-    fn compile(raw: RawSettings) -> Result<Self, SettingsError> {
+    fn compile(raw: RawSettings, checks: Checks) -> Result<Self, SettingsError> {
         if !(1..=MAX_TIME_BUDGET_MS).contains(&raw.time_budget_ms) {
             return Err(SettingsError::new(
                 "timeBudgetMs",
@@ -263,8 +290,11 @@ impl Settings {
             ));
         }
         let exempt_namespaces = compile_namespaces(raw.exempt_namespaces)?;
-        let exempt_images = compile_patterns("exemptImages", &raw.exempt_images)?;
-        let mirrors = Mirrors::new(raw.registries).map_err(within("registries"))?;
+        let exempt_images = compile_patterns("exemptImages", raw.exempt_images)?;
+        let mirrors = match checks {
+            Checks::All => Mirrors::new(raw.registries).map_err(within("registries"))?,
+            Checks::WhatRequestsUse => Mirrors::validated(raw.registries),
+        };
         let required_platforms =
             Requirement::parse(&raw.required_platforms).map_err(within("requiredPlatforms"))?;
         let custom_kinds = raw
@@ -272,7 +302,13 @@ impl Settings {
             .into_iter()
             .enumerate()
             .map(|(i, rule)| {
-                CustomKind::new(rule).map_err(within(&format!("customResources[{i}]")))
+                let kind = CustomKind::new(rule).and_then(|kind| {
+                    if checks == Checks::All {
+                        kind.compile_paths()?;
+                    }
+                    Ok(kind)
+                });
+                kind.map_err(within(&format!("customResources[{i}]")))
             })
             .collect::<Result<_, _>>()?;
         let lookup_scope = LookupScope::new(
@@ -283,7 +319,7 @@ impl Settings {
         let not_found_may_mean_denied = match raw.not_found_may_mean_denied {
             None => NotFoundGlobs::default(),
             Some(patterns) => {
-                NotFoundGlobs::compiled(compile_patterns("notFoundMayMeanDenied", &patterns)?)
+                NotFoundGlobs::compiled(compile_patterns("notFoundMayMeanDenied", patterns)?)
             }
         };
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
@@ -312,7 +348,9 @@ impl Settings {
 
     /// True when the policy must not look at requests in this namespace.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
-        self.exempt_namespaces.contains(namespace)
+        self.exempt_namespaces
+            .binary_search_by(|exempt| exempt.as_str().cmp(namespace))
+            .is_ok()
     }
 
     /// True when `registry` (with or without its port) may answer 404 to hide a repository.
@@ -339,23 +377,35 @@ impl Settings {
     }
 }
 
+/// How much of the settings is checked. Validation (the host's `validate_settings`, once per
+/// policy load) checks everything, so that a bad document is refused naming its field. A
+/// request reads settings the host has validated, on a fresh instance every time on
+/// policy-server 1.36: it compiles custom kinds' JSONPaths only for an object of the kind and
+/// does not check mirror locations again (a location that does not form a reference once
+/// rewritten is left out in any case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checks {
+    All,
+    WhatRequestsUse,
+}
+
 /// `notFoundMayMeanDenied`'s globs. When the operator wrote none, the defaults are compiled
 /// when a 404 first asks for them: policy-server 1.36 compiles the settings for every request,
 /// and most requests see no 404.
 #[derive(Clone, Default)]
-struct NotFoundGlobs(OnceCell<Vec<glob::Pattern>>);
+struct NotFoundGlobs(OnceCell<Vec<Glob>>);
 
 impl NotFoundGlobs {
     /// The globs the operator wrote, already compiled (and so checked).
-    fn compiled(patterns: Vec<glob::Pattern>) -> Self {
+    fn compiled(patterns: Vec<Glob>) -> Self {
         NotFoundGlobs(OnceCell::from(patterns))
     }
 
-    fn patterns(&self) -> &[glob::Pattern] {
+    fn patterns(&self) -> &[Glob] {
         self.0.get_or_init(|| {
             DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
                 .iter()
-                .filter_map(|pattern| glob::Pattern::new(pattern).ok())
+                .filter_map(|pattern| Glob::new((*pattern).to_owned()).ok())
                 .collect()
         })
     }
@@ -365,29 +415,29 @@ impl NotFoundGlobs {
 impl fmt::Debug for NotFoundGlobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
-            .entries(self.patterns().iter().map(glob::Pattern::as_str))
+            .entries(self.patterns().iter().map(Glob::as_str))
             .finish()
     }
 }
 /// `exemptNamespaces`, each a namespace name.
-fn compile_namespaces(namespaces: Vec<String>) -> Result<HashSet<String>, SettingsError> {
-    let mut exempt = HashSet::with_capacity(namespaces.len());
-    for (i, namespace) in namespaces.into_iter().enumerate() {
-        if !is_dns_label(&namespace) {
+fn compile_namespaces(mut namespaces: Vec<String>) -> Result<Vec<String>, SettingsError> {
+    for (i, namespace) in namespaces.iter().enumerate() {
+        if !is_dns_label(namespace) {
             return Err(SettingsError::new(
                 format!("exemptNamespaces[{i}]"),
                 "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
             ));
         }
-        exempt.insert(namespace);
     }
-    Ok(exempt)
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    Ok(namespaces)
 }
 
 /// The image globs of the list `field`, an error naming the entry that does not compile.
-fn compile_patterns(field: &str, patterns: &[String]) -> Result<Vec<glob::Pattern>, SettingsError> {
+fn compile_patterns(field: &str, patterns: Vec<String>) -> Result<Vec<Glob>, SettingsError> {
     patterns
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, pattern)| {
             compile_pattern(pattern).map_err(|p| SettingsError::new(format!("{field}[{i}]"), p))
@@ -406,14 +456,14 @@ fn owned_objects(new: Option<OwnedObjects>, old: Option<OwnedObjects>) -> OwnedO
 }
 
 /// Exemption globs: `*` (also across `/`), `?` and `[...]`, matched on the normalised reference.
-fn compile_pattern(pattern: &str) -> Result<glob::Pattern, String> {
+fn compile_pattern(pattern: String) -> Result<Glob, String> {
     if pattern.is_empty() {
         return Err("an image pattern must not be empty".into());
     }
     if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("an image pattern must not contain whitespace or control characters".into());
     }
-    glob::Pattern::new(pattern).map_err(|e| format!("invalid pattern {pattern:?}: {}", e.msg))
+    Glob::new(pattern)
 }
 
 fn is_dns_label(name: &str) -> bool {
@@ -481,17 +531,77 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The error `value` gets, the same from its text as from its tree.
     fn error(value: serde_json::Value) -> String {
-        Settings::from_value(&value)
+        let message = Settings::from_value(&value)
             .expect_err("settings should be refused")
+            .to_string();
+        assert_eq!(same_from_text(&value).err(), Some(message.clone()));
+        message
+    }
+
+    /// `value` read from its text (the request path), checked to be what the tree gives.
+    fn same_from_text(value: &serde_json::Value) -> Result<String, String> {
+        let tree = Settings::from_value(value).map(|s| format!("{s:?}"));
+        for text in [
+            value.to_string(),
+            serde_json::to_string_pretty(value).unwrap(),
+        ] {
+            let read = Settings::from_json(&text).map(|s| format!("{s:?}"));
+            assert_eq!(
+                read.clone().map_err(|e| e.to_string()),
+                tree.clone().map_err(|e| e.to_string()),
+                "{text}"
+            );
+        }
+        tree.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn settings_read_from_text_are_those_read_from_the_tree() {
+        let documents = [
+            json!({"exemptNamespaces": ["kube-system"], "lookupRegistries": ["*.corp.example", "docker.io"]}),
+            json!({"description": "shown by the UI", "timeBudgetMs": 900}),
+            json!({"timeBudgetMs": null, "exemptImages": ["registry.internal/*", ""]}),
+            json!({"registries": [{"prefix": "", "location": "", "mirrors": []},
+                {"prefix": "docker.io", "mirrors": [{"location": "mirror.internal/hub"}]}]}),
+            json!({"registries": [{"prefix": "docker.io"}, {"prefix": "docker.io"}]}),
+            json!({"customResources": [{"apiVersion": "a.io/v1", "kind": "K", "images": ["$.spec.image"]}]}),
+            json!({"lookupRegistries": []}),
+            // empty rows: the normalised tree drops them, the strict parser refuses them
+            json!({"registries": [{"mirrors": []}], "customResources": [{"images": []}]}),
+            json!({"registries": [{"prefix": "docker.io", "mirrors": [{"pullFromMirror": "all"}]}]}),
+            json!({"customResources": [{"podSpecs": [], "images": []}], "deniedLookupNetworks": []}),
+            json!({"exemptNamespaces": ["Not A Label"]}),
+            json!({"actions": {"absent": "warn"}, "unknown": 1}),
+            json!({"shortNames": {"mode": "enforcing", "searchRegistries": ["quay.io"]}}),
+        ];
+        for document in &documents {
+            let _ = same_from_text(document);
+        }
+        // text that is not JSON, and duplicate keys (the tree keeps the last)
+        assert!(Settings::from_json("{\"timeBudgetMs\": ")
+            .unwrap_err()
             .to_string()
+            .contains("not JSON"));
+        let twice = Settings::from_json(r#"{"timeBudgetMs": 5, "timeBudgetMs": 7}"#).unwrap();
+        assert_eq!(twice.time_budget, std::time::Duration::from_millis(7));
+        for empty in ["null", " {} ", "{\n}"] {
+            assert_eq!(
+                format!("{:?}", Settings::from_json(empty).unwrap()),
+                format!("{:?}", Settings::default())
+            );
+        }
     }
 
     #[test]
     fn empty_settings_are_the_compiled_defaults() {
         // `{}` and `null` skip parsing and compiling: what they give must be what compiling
         // the defaults gives, field by field
-        let compiled = format!("{:?}", Settings::compile(RawSettings::default()).unwrap());
+        let compiled = format!(
+            "{:?}",
+            Settings::compile(RawSettings::default(), Checks::All).unwrap()
+        );
         assert_eq!(format!("{:?}", Settings::default()), compiled);
         for empty in [json!({}), json!(null)] {
             assert_eq!(

@@ -87,22 +87,21 @@ impl ShortNames {
             ));
         }
         for (i, registry) in rules.search_registries.iter().enumerate() {
-            let at = format!(".searchRegistries[{i}]");
             let qualified = !registry.contains('/')
                 && is_registry(registry)
                 && ImageReference::parse(&format!("{registry}/x")).is_ok();
             if !qualified {
                 return Err(ShortNameError::new(
-                    at,
+                    format!(".searchRegistries[{i}]"),
                     format!("{registry:?} is not a registry host[:port] (with a '.' or a port, or localhost), e.g. quay.io"),
                 ));
             }
         }
         for (name, target) in &rules.aliases {
-            let at = format!(".aliases[{name:?}]");
+            let at = || format!(".aliases[{name:?}]");
             if !is_short(name) || has_tag_or_digest(name) || ImageReference::parse(name).is_err() {
                 return Err(ShortNameError::new(
-                    at,
+                    at(),
                     "an alias is a short name (no registry, tag or digest), e.g. nginx",
                 ));
             }
@@ -111,7 +110,7 @@ impl ShortNames {
                 || ImageReference::parse(target).is_err()
             {
                 return Err(ShortNameError::new(
-                    at,
+                    at(),
                     format!("{target:?} is not a fully qualified repository without tag or digest, e.g. docker.io/library/nginx"),
                 ));
             }

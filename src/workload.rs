@@ -177,6 +177,13 @@ pub enum WorkloadError {
         /// The decoding error.
         reason: String,
     },
+    /// The custom kind's rule does not compile: settings the host did not validate.
+    InvalidRule {
+        /// The custom kind.
+        kind: String,
+        /// Which path, and why.
+        reason: String,
+    },
 }
 
 impl fmt::Display for WorkloadError {
@@ -187,6 +194,9 @@ impl fmt::Display for WorkloadError {
             }
             WorkloadError::Malformed { pointer, reason } => {
                 write!(f, "the pod spec at {pointer} is malformed: {reason}")
+            }
+            WorkloadError::InvalidRule { kind, reason } => {
+                write!(f, "the settings' rule for {kind} is invalid: {reason}")
             }
         }
     }

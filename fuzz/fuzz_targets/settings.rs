@@ -1,10 +1,11 @@
 //! Settings on any input: `Settings::from_value` never panics on JSON, its exemptions can be
 //! queried with anything, and `validate_settings_payload` always answers JSON with a boolean
-//! `valid` (and a `message` when false) that agrees with `from_value`.
+//! `valid` (and a `message` when false) that agrees with `from_value`, and `from_json` (the
+//! request path, from the text) reads what `from_value` reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use resolvable_images_policy::settings::{validate_settings_payload, Settings};
+use resolvable_images_policy::settings::{validate_settings_payload, Settings, SettingsError};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
@@ -30,6 +31,9 @@ fuzz_target!(|data: &[u8]| {
         valid,
         "from_value and validate_settings disagree"
     );
+    if let Ok(text) = std::str::from_utf8(data) {
+        same_from_text(text, &settings);
+    }
     let Ok(settings) = settings else {
         return;
     };
@@ -41,6 +45,18 @@ fuzz_target!(|data: &[u8]| {
         let _ = settings.is_namespace_exempt(text);
     }
 });
+
+/// `Settings::from_json`, the request path, reads what `from_value` reads. It compiles custom
+/// kinds' JSONPaths only for a request of the kind, so a document `from_value` refuses for a
+/// JSONPath may be read, or refused for another field.
+fn same_from_text(text: &str, tree: &Result<Settings, SettingsError>) {
+    match (tree, Settings::from_json(text)) {
+        (Ok(tree), Ok(read)) => assert_eq!(format!("{tree:?}"), format!("{read:?}"), "{text}"),
+        (Err(tree), _) if tree.to_string().contains("invalid JSONPath") => {}
+        (Err(tree), Err(read)) => assert_eq!(tree, &read, "{text}"),
+        (tree, read) => panic!("from_value {tree:?}, from_json {read:?}: {text}"),
+    }
+}
 
 fn collect_strings<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
     match value {

@@ -47,8 +47,24 @@ pub fn warnings(response: &Value) -> Vec<String> {
     serde_json::from_value(response["warnings"].clone()).unwrap_or_default()
 }
 
-/// Asserts that `settings` make the policy answer a 400 whose message names `field`.
+/// Asserts that `validate_settings` refuses `settings` with a message naming `field`: what the
+/// policy server asks when it loads the policy, and where every check runs.
+pub fn assert_invalid_settings_named(settings: &Value, field: &str) {
+    let answer: Value = serde_json::from_slice(
+        &resolvable_images_policy::settings::validate_settings_payload(
+            settings.to_string().as_bytes(),
+        ),
+    )
+    .expect("validate_settings answers JSON");
+    assert_eq!(answer["valid"], false, "{settings}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(message.contains(field), "{settings}: {message}");
+}
+
+/// Asserts that `validate_settings` refuses `settings`, and that a Pod's request with them is
+/// answered a 400 whose message names `field` too (the checks a request also runs).
 pub fn assert_settings_refused_naming(settings: Value, field: &str) {
+    assert_invalid_settings_named(&settings, field);
     let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
     assert_eq!(response["code"], 400, "{settings}");
     assert!(

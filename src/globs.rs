@@ -1,0 +1,126 @@
+//! Globs as operators write them (`exemptImages`, `lookupRegistries`, `notFoundMayMeanDenied`),
+//! compiled only for a name that starts with the glob's literal prefix. Policy-server 1.36
+//! reads the settings on a fresh instance for every request, so fifty exemption globs that no
+//! image of the request can match were fifty compilations for nothing.
+
+use std::cell::OnceCell;
+use std::fmt;
+
+/// One glob: `*` (also across `/`), `?` and `[...]`, as the `glob` crate matches them.
+#[derive(Clone)]
+pub struct Glob {
+    text: String,
+    /// Length of the text before its first wildcard: every match starts with it.
+    literal: usize,
+    /// Compiled on first use; `None` only for a text `glob` refuses, which [`Glob::new`]
+    /// has already refused.
+    compiled: OnceCell<Option<glob::Pattern>>,
+}
+
+impl Glob {
+    /// Checks `text` as the `glob` crate does. It refuses only texts with `[` or `**`, so those
+    /// are compiled now and every other text when a name first needs it.
+    pub fn new(text: String) -> Result<Self, String> {
+        let bytes = text.as_bytes();
+        let literal = bytes
+            .iter()
+            .position(|b| matches!(b, b'*' | b'?' | b'['))
+            .unwrap_or(bytes.len());
+        let may_fail = bytes[literal..]
+            .iter()
+            .zip(bytes[literal..].iter().skip(1).chain([&0]))
+            .any(|(b, next)| *b == b'[' || (*b == b'*' && *next == b'*'));
+        let compiled = OnceCell::new();
+        if may_fail {
+            let pattern = glob::Pattern::new(&text)
+                .map_err(|e| format!("invalid pattern {text:?}: {}", e.msg))?;
+            let _ = compiled.set(Some(pattern));
+        }
+        Ok(Glob {
+            text,
+            literal,
+            compiled,
+        })
+    }
+
+    /// True when `name` matches, as `glob::Pattern::matches` says.
+    pub fn matches(&self, name: &str) -> bool {
+        if !name.starts_with(&self.text[..self.literal]) {
+            return false;
+        }
+        if self.literal == self.text.len() {
+            return name == self.text;
+        }
+        self.compiled
+            .get_or_init(|| glob::Pattern::new(&self.text).ok())
+            .as_ref()
+            .is_some_and(|pattern| pattern.matches(name))
+    }
+
+    /// The glob as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The glob as written, compiled yet or not.
+impl fmt::Debug for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.text, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_as_the_glob_crate_does() {
+        let names = [
+            "registry.internal/team/app:1",
+            "registry.internal",
+            "docker.io/library/busybox:1.36",
+            "docker.io/library/busybox",
+            "ghcr.io/org/x@sha256:00",
+            "a",
+            "",
+        ];
+        for text in [
+            "registry.internal/*",
+            "registry.internal",
+            "docker.io/library/busybox:*",
+            "*.io/*",
+            "doc?er.io/*",
+            "docker.io/library/[a-c]usybox:*",
+            "docker.io/library/[!b]usybox:*",
+            "*",
+            "a",
+            "**",
+            "x/**/y",
+        ] {
+            let ours = Glob::new(text.to_owned()).unwrap();
+            let theirs = glob::Pattern::new(text).unwrap();
+            for name in names {
+                assert_eq!(ours.matches(name), theirs.matches(name), "{text} on {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_glob_crate_refuses_is_refused_at_once() {
+        for text in ["a[", "a***", "a**b", "docker.io/[!"] {
+            let error = Glob::new(text.to_owned()).unwrap_err();
+            assert!(error.starts_with("invalid pattern"), "{text}: {error}");
+            assert!(glob::Pattern::new(text).is_err());
+        }
+    }
+
+    #[test]
+    fn a_glob_no_name_could_match_is_never_compiled() {
+        let glob = Glob::new("registry.internal/*".to_owned()).unwrap();
+        assert!(!glob.matches("docker.io/library/nginx:1"));
+        assert!(glob.compiled.get().is_none());
+        assert!(glob.matches("registry.internal/x:1"));
+        assert!(glob.compiled.get().is_some());
+    }
+}
