@@ -40,28 +40,37 @@ pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
     decision.to_json()
 }
 
+/// The settings as the host sent them (`None`: absent).
+type SettingsText = Option<Box<RawValue>>;
+
 thread_local! {
-    /// The settings text of the previous request and what it compiled to. A host that keeps
-    /// the instance (the test host, hosts pooling instances) sends it the same settings with
-    /// every request; policy-server 1.36 makes a new instance for every evaluation, so there
-    /// the settings are read every time, which [`Settings::from_json`] keeps cheap.
-    static LAST_SETTINGS: RefCell<Option<(String, Rc<Settings>)>> = const { RefCell::new(None) };
+    /// The settings of the previous request and what they compiled to. A host that keeps the
+    /// instance (the test host, hosts pooling instances) sends it the same settings with every
+    /// request; policy-server 1.36 makes a new instance for every evaluation, so there the
+    /// settings are read every time, which [`Settings::from_json`] keeps cheap.
+    static LAST_SETTINGS: RefCell<Option<(SettingsText, Rc<Settings>)>> =
+        const { RefCell::new(None) };
 }
 
 /// `settings` compiled, or the previous request's compilation when they are the same text.
 /// Errors are not kept: invalid settings are compiled (and explained) again every time.
-fn compiled(settings: Option<Box<RawValue>>) -> Result<Rc<Settings>, SettingsError> {
-    let text = settings.as_deref().map_or("null", RawValue::get);
+fn compiled(settings: SettingsText) -> Result<Rc<Settings>, SettingsError> {
     LAST_SETTINGS.with_borrow_mut(|last| {
         if let Some((previous, compiled)) = last.as_ref() {
-            if previous == text {
+            if settings_text(previous) == settings_text(&settings) {
                 return Ok(Rc::clone(compiled));
             }
         }
-        let compiled = Rc::new(Settings::from_json(text)?);
-        *last = Some((text.to_owned(), Rc::clone(&compiled)));
+        let compiled = Rc::new(Settings::from_json(settings_text(&settings))?);
+        // the text moves into the cache: no copy on a host that makes a new instance each time
+        *last = Some((settings, Rc::clone(&compiled)));
         Ok(compiled)
     })
+}
+
+/// The settings' text, `null` when the host sent none.
+fn settings_text(settings: &SettingsText) -> &str {
+    settings.as_deref().map_or("null", RawValue::get)
 }
 
 /// Decides one admission request: plan, look up, judge, answer.

@@ -26,10 +26,8 @@ impl Glob {
             .iter()
             .position(|b| matches!(b, b'*' | b'?' | b'['))
             .unwrap_or(bytes.len());
-        let may_fail = bytes[literal..]
-            .iter()
-            .zip(bytes[literal..].iter().skip(1).chain([&0]))
-            .any(|(b, next)| *b == b'[' || (*b == b'*' && *next == b'*'));
+        let wildcards = &bytes[literal..];
+        let may_fail = wildcards.contains(&b'[') || wildcards.windows(2).any(|w| w == b"**");
         let compiled = OnceCell::new();
         if may_fail {
             let pattern = glob::Pattern::new(&text)
