@@ -22,21 +22,17 @@
 # within 1 s, the sweep finishes.
 
 # audit_lines FILE COUNT TAG_PREFIX PREFIX: COUNT Deployments as the audit scanner sends them
-# (lib/audit.bash has the shape and its source), one a line, each with the image
+# (e2e-tests/lib/audit.bash's audit_request: the shape and its source), one a line, each with the image
 # PREFIX/img-0:TAG_PREFIX-R.
 audit_lines() {
-  jq -c --argjson count "$2" --arg t "$3" --arg p "$4" '
+  jq -c --argjson count "$2" --arg t "$3" --arg p "$4" "$AUDIT_REQUEST"'
     .request as $r | range($count) as $i
     | ($r.object | .metadata += {name: "web-\($i)", uid: "00000000-0000-4000-8000-\($i | tostring | ("000000000000" + .) | .[-12:])",
           resourceVersion: "\(1000 + $i)", generation: 1}
        | .spec.template.spec |= (del(.initContainers)
            | .containers = [{name: "app", image: "\($p)/img-0:\($t)-\($i)"}])
        | .status = {replicas: 1, readyReplicas: 1}) as $stored
-    | {kind: "AdmissionReview", apiVersion: "admission.k8s.io/v1",
-       request: {uid: $stored.metadata.uid, kind: $r.kind, requestKind: $r.kind,
-         resource: {group: $r.kind.group, version: $r.kind.version, resource: $r.kind.kind},
-         name: $stored.metadata.name, namespace: $stored.metadata.namespace,
-         operation: "CREATE", userInfo: {}, object: $stored}}' \
+    | audit_request($stored; $r.kind)' \
     "$FIXTURES_DIR/deployment-create.json" >"$1"
   assert_loopback_only "$1"
 }

@@ -134,6 +134,8 @@ fi
 if section audit; then
   # shellcheck source=bench/policy_server.sh
   source "$ROOT/bench/policy_server.sh"
+  # shellcheck source=e2e-tests/lib/audit.bash
+  source "$ROOT/e2e-tests/lib/audit.bash"
   # shellcheck source=bench/audit.sh
   source "$ROOT/bench/audit.sh"
   trap 'ps_stop; cleanup' EXIT

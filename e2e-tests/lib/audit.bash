@@ -18,21 +18,26 @@
 # object as stored (uid, resourceVersion, managedFields, status), no user, no oldObject, no
 # dryRun. Go's encoding/json writes the empty user as `"userInfo": {}` (the field has no
 # omitempty; its members do), and policy-server 1.36 refuses a request without the field. JQ_EDIT edits the stored object (its status, its ownerReferences).
+# AUDIT_REQUEST: the jq function audit_request($stored; $kind), the scanner's AdmissionReview
+# for a stored object of GroupVersionKind $kind (above); bench/audit.sh builds its sweep with it.
+AUDIT_REQUEST='def audit_request($stored; $kind):
+  {kind: "AdmissionReview", apiVersion: "admission.k8s.io/v1",
+   request: {uid: $stored.metadata.uid, kind: $kind, requestKind: $kind,
+     resource: {group: $kind.group, version: $kind.version, resource: $kind.kind},
+     name: $stored.metadata.name, namespace: $stored.metadata.namespace,
+     operation: "CREATE", userInfo: {}, object: $stored}};'
+
 audit_review() {
   local file=$1 edit=${2:-.} out uid
   out="${file%.json}-audit-$RANDOM.json"
   uid=$(cat /proc/sys/kernel/random/uuid)
-  jq --arg uid "$uid" --arg rv "$((RANDOM + 1000))" "
+  jq --arg uid "$uid" --arg rv "$((RANDOM + 1000))" "$AUDIT_REQUEST
     .request as \$r
     | (\$r.object | .metadata += {uid: \$uid, resourceVersion: \$rv, generation: 1,
         managedFields: [{manager: \"kubectl-client-side-apply\", operation: \"Update\",
                          apiVersion: \$r.object.apiVersion, fieldsType: \"FieldsV1\", fieldsV1: {}}]}
        | .status = (.status // {}) | $edit) as \$stored
-    | {kind: \"AdmissionReview\", apiVersion: \"admission.k8s.io/v1\",
-       request: {uid: \$uid, kind: \$r.kind, requestKind: \$r.kind,
-         resource: {group: \$r.kind.group, version: \$r.kind.version, resource: \$r.kind.kind},
-         name: \$stored.metadata.name, namespace: \$stored.metadata.namespace,
-         operation: \"CREATE\", userInfo: {}, object: \$stored}}" "$file" >"$out" || return 1
+    | audit_request(\$stored; \$r.kind)" "$file" >"$out" || return 1
   printf '%s\n' "$out"
 }
 
