@@ -31,7 +31,7 @@ policies_json() {
       "clusterwide-no-context": ($policy | del(.contextAwareResources)),
       "clusterwide-invalid": ($policy + {settings: {actions: {absent: "block"}}}),
       "clusterwide-custom-message": ($policy + {message: "an image of this workload will not pull"}),
-      # the shape of the ClusterAdmissionPolicyGroup in README.md ("Install"), trusted() standing in for trusted-repos
+      # the shape of the ClusterAdmissionPolicyGroup in docs/operations.md ("In a policy group"), trusted() standing in for trusted-repos
       "clusterwide-group-trusted-and-images": {
         policyMode: "protect", expression: "trusted() && images()",
         message: "images must come from a trusted registry and exist there",
