@@ -91,9 +91,22 @@ fn invalid_mirror_settings_name_their_field() {
     for (settings, field) in cases {
         assert_settings_refused_naming(settings, field);
     }
-    // locations are checked when the settings are validated; a request, on settings the host
-    // has validated, does not check them again
-    let settings =
-        json!({"registries": [{"prefix": "docker.io", "mirrors": [{"location": "https://m"}]}]});
-    assert_invalid_settings_named(&settings, "registries[0].mirrors[0].location");
+    // prefixes and locations are checked when the settings are validated; a request, on
+    // settings the host has validated, does not check them again
+    for (settings, field) in [
+        (
+            json!({"registries": [{"prefix": "docker.io", "mirrors": [{"location": "https://m"}]}]}),
+            "registries[0].mirrors[0].location",
+        ),
+        (
+            json!({"registries": [{"prefix": "r "}]}),
+            "registries[0].prefix",
+        ),
+    ] {
+        assert_invalid_settings_named(&settings, field);
+        let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());
+        // judged on its images (the empty fake registry has none), not refused for settings
+        assert_eq!(response["code"], Value::Null, "{settings}: {response}");
+        assert!(message(&response).contains("will not pull"), "{response}");
+    }
 }
