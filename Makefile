@@ -119,9 +119,11 @@ test:
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
 e2e-tests: E2E_KWCTL_BIN = $(or $(E2E_KWCTL),$(if $(filter command line,$(origin KWCTL)),$(KWCTL),$(shell printenv KWCTL)))
-e2e-tests: annotated-policy.wasm $(HOST) $(BROKER)
+# The probe guest is 97-broker.bats' foreign module on the policy server.
+e2e-tests: annotated-policy.wasm $(HOST) $(BROKER) $(PROBE_GUEST)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
+		PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) \
 		POLICY_HOST=$(CURDIR)/$(HOST) KWCTL=$(if $(E2E_KWCTL_BIN),$(abspath $(E2E_KWCTL_BIN))) \
 		bash e2e-tests/run.sh
 

@@ -40,7 +40,10 @@ for ((i = 1; i <= n; i++)); do
   push_image "$(build_image "bench-$i")" auth "bench/app:t$i" >/dev/null
 done
 cluster=$(write_cluster_dir bench)
-pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | cluster_add "$cluster" 10-secret.yaml
+{
+  pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+  broker_key_secret_yaml
+} | cluster_add "$cluster" 10-secret.yaml
 kubeconfig=$(apiserver_serve "$cluster")
 api_port=$(cat "$E2E_WORK/registries/apiserver/port")
 broker_start broker --apiserver-port "$api_port" \
@@ -52,7 +55,7 @@ jq -n --arg b "$BROKER_ADDR" --arg ba "$(printf '%s:%s' "$BROKER_CALLER_USER" "$
   '{auths: {($b): {auth: $ba}, ($r): {auth: $ra}}}' >"$docker/config.json"
 policies="$E2E_WORK/policies.yml"
 broker_policies "$policies" \
-  brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\"}, \"timeBudgetMs\": 10000}" \
+  brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 10000}" \
   direct '{"timeBudgetMs": 10000}'
 broker_policy_server_start ps "$policies" "$docker" \
   "$(write_sources_yaml ps --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")" "$kubeconfig"

@@ -34,6 +34,7 @@ setup_file() {
     pull_secret_yaml kube-system admin "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: default" \
       "  namespace: kube-system"
+    broker_key_secret_yaml
   } | cluster_add "$cluster" 10-secrets.yaml
   BROKER_KUBECONFIG=$(apiserver_serve "$cluster")
   local api_port
@@ -48,9 +49,28 @@ setup_file() {
     --insecure "$REG_SILENT" --insecure "$BROKER_ADDR")
   BROKER_POLICIES="$(e2e_workdir)/broker-policies.yml"
   broker_policies "$BROKER_POLICIES" \
-    brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\"}, \"timeBudgetMs\": 3000}" \
-    all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\"}, \"timeBudgetMs\": 3000}" \
+    brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}" \
+    all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}" \
     direct '{"timeBudgetMs": 3000}'
+  # a module that is not this policy, on the same policy server, looking up what it is told:
+  # team-a's brokered names as anyone can write them (unsealed, a forged seal, another key's)
+  local body="team-a/s.regcred/d.${REG_AUTH/:/_}/private/app"
+  BROKER_FOREIGN_REFS=$(jq -cn --arg b "$BROKER_ADDR" --arg r1 "r1/$body" --arg zero "r2/$(printf '0%.0s' {1..32})/$body" \
+    --arg other "$(broker_seal "$body" "another-key-of-at-least-32-bytes-xyz")" \
+    '[$r1, $zero, $other] | map("\($b)/\(.):v1")')
+  export BROKER_FOREIGN_REFS
+  if [[ -n "${PROBE_GUEST:-}" && -f "$PROBE_GUEST" ]]; then
+    # annotated as the bench's baselines are: the policy server loads no module without its
+    # protocol version
+    local foreign
+    foreign="$(e2e_workdir)/foreign-module.wasm"
+    "$POLICY_HOST" annotate --metadata-path "$REPO_ROOT/bench/baseline-metadata.yml" \
+      --output-path "$foreign" "$PROBE_GUEST" >/dev/null
+    jq --arg m "file://$foreign" --argjson refs "$BROKER_FOREIGN_REFS" \
+      '. + {foreign: {module: $m, allowedToMutate: false, timeoutEvalSeconds: 5, hostCapabilities: ["*"],
+        settings: {calls: ($refs | map({namespace: "oci", operation: "v1/manifest_digest", payload: .}))}}}' \
+      "$BROKER_POLICIES" >"$BROKER_POLICIES.tmp" && mv "$BROKER_POLICIES.tmp" "$BROKER_POLICIES"
+  fi
   export BROKER_KUBECONFIG BROKER_PS_SOURCES BROKER_POLICIES
   broker_policy_server_start ps "$BROKER_POLICIES" \
     "$(write_docker_config broker-caller "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
@@ -82,7 +102,7 @@ pod() {
 
 # no_broker_in_messages: the answer names no broker address nor encoded name.
 no_broker_in_messages() {
-  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r1/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r2/"* ]] || _fail_with "the broker leaked into a message"
 }
 
 @test "broker: a private image covered by the namespace's pull secret is found" {
@@ -150,7 +170,7 @@ no_broker_in_messages() {
     req=$(pod team-a "$REG_AUTH/private/app:v9" regcred)
     output=$(broker_validate "ps-$name" brokered "$req")
     assert_allowed
-    assert_warning_contains "app" "lookup broker refused the policy server" "$REG_AUTH"
+    assert_warning_contains "app" "lookup broker refused the lookup" "$REG_AUTH"
     registry_stop "ps-$name"
   done
 }
@@ -194,14 +214,18 @@ no_broker_in_messages() {
 @test "broker: hostile references that mimic the encoding never use another namespace's secrets" {
   local hostile image
   local enc_registry="d.${REG_AUTH/:/_}"
+  local forged="r2/$(printf '0%.0s' {1..32})"
   hostile=(
+    "$BROKER_ADDR/$forged/kube-system/s.admin/$enc_registry/private/app:v1"
+    "$BROKER_ADDR/$forged/kube-system/a.default/$enc_registry/private/app:v1"
     "$BROKER_ADDR/r1/kube-system/s.admin/$enc_registry/private/app:v1"
-    "$BROKER_ADDR/r1/kube-system/a.default/$enc_registry/private/app:v1"
-    "localhost:${BROKER_ADDR#*:}/r1/kube-system/s.admin/$enc_registry/private/app:v1"
-    "$REG_AUTH/r1/kube-system/s.admin/$enc_registry/private/app:v1"
+    "localhost:${BROKER_ADDR#*:}/$forged/kube-system/s.admin/$enc_registry/private/app:v1"
+    "$REG_AUTH/$forged/kube-system/s.admin/$enc_registry/private/app:v1"
   )
+  # `direct` is a second instance of this policy without lookupBroker: no guard, so the policy
+  # server asks the broker, with its caller credential, for what the Pod author wrote
   for image in "${hostile[@]}"; do
-    for policy in brokered all; do
+    for policy in brokered all direct; do
       req=$(pod team-b "$image")
       output=$(broker_validate ps "$policy" "$req")
       # never found: an answer served with kube-system's secret would be allowed silently
@@ -211,9 +235,33 @@ no_broker_in_messages() {
   done
   ! jq -se 'any(.[]; .msg == "lookup" and .namespace == "kube-system")' "$BROKER_LOG" >/dev/null ||
     _fail_with "the broker looked something up in kube-system: $(grep kube-system "$BROKER_LOG")"
-  # the lookups that reached the broker were refused: its own host is never a destination
+  # what reached the broker was refused before any lookup: unsealed names, its own host
+  jq -se 'any(.[]; .msg == "lookup" and .outcome == "unsealed")' "$BROKER_LOG" >/dev/null ||
+    _fail_with "no forged name reached the broker through the direct policy"
   jq -se 'any(.[]; .msg == "lookup" and .outcome == "refusedDestination")' "$BROKER_LOG" >/dev/null ||
     _fail_with "no lookup of the broker's own host was refused"
+}
+
+@test "broker: a foreign module on the same policy server gets no answer made with another namespace's secrets" {
+  [[ -n "${PROBE_GUEST:-}" && -f "$PROBE_GUEST" ]] ||
+    skip "no probe guest (PROBE_GUEST; make e2e-tests builds it): the foreign module is the test host's probe guest"
+  local before after
+  before=$(wc -l <"$BROKER_LOG")
+  req=$(pod team-b "$REG_AUTH/private/app:v1")
+  output=$(broker_validate ps foreign "$req")
+  # one answer per reference, each an error: nothing was found, no digest came back
+  jq -e '.allowed == false' <<<"$output" >/dev/null || _fail_with "the probe saw no error: $output"
+  local answers
+  answers=$(jq -r '.status.message' <<<"$output")
+  jq -e --argjson n "$(jq length <<<"$BROKER_FOREIGN_REFS")" 'length == $n and all(.[]; has("err"))' <<<"$answers" >/dev/null ||
+    _fail_with "a foreign lookup was answered: $answers"
+  [[ "$answers" != *sha256:* ]] || _fail_with "a digest reached the foreign module: $answers"
+  # the broker refused each name before reading a Secret or asking the registry
+  after=$(tail -n +"$((before + 1))" "$BROKER_LOG" | jq -c 'select(.msg == "lookup")')
+  [[ -n "$after" ]] || _fail_with "no foreign lookup reached the broker"
+  jq -se 'all(.[]; (.outcome == "unsealed" or .outcome == "invalid") and .namespace == "" and ((.attempts // []) | length) == 0)' <<<"$after" >/dev/null ||
+    _fail_with "the broker made a lookup for the foreign module: $after"
+  jq -se 'any(.[]; .outcome == "unsealed")' <<<"$after" >/dev/null || _fail_with "no forged seal was refused as unsealed: $after"
 }
 
 @test "broker: metrics and readiness" {
@@ -224,11 +272,12 @@ no_broker_in_messages() {
 }
 
 @test "broker: no secret byte in any answer, log or transcript" {
-  local secrets=("$REG_AUTH_PASSWORD" "$BROKER_CALLER_PASSWORD")
+  local secrets=("$REG_AUTH_PASSWORD" "$BROKER_CALLER_PASSWORD" "$BROKER_KEY")
   local user
   for user in "${PUR_FIXTURE_USERS[@]}"; do secrets+=("$(pur_password "$user")"); done
   secrets+=("$(printf '%s:%s' "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | base64 -w0)")
   secrets+=("$(printf '%s:%s' "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD" | base64 -w0)")
+  secrets+=("$(printf '%s' "$BROKER_KEY" | base64 -w0)")
   local files=("$(e2e_workdir)"/registries/broker/broker.log "$(e2e_workdir)"/registries/broker/broker.err
     "$(e2e_workdir)"/registries/ps*/policy-server.log)
   [[ -n "${E2E_TRANSCRIPT_DIR:-}" && -f "$E2E_TRANSCRIPT_DIR/policy-run.log" ]] && files+=("$E2E_TRANSCRIPT_DIR/policy-run.log")

@@ -6,19 +6,21 @@
 //! the credential it holds for the broker; the broker looks the real image up with the pod's
 //! secrets, the kubelet's way, and answers with the registry's status and digest.
 //!
-//! Two rules keep one namespace's secrets out of another's lookups: the namespace encoded is
-//! the admission request's, never anything an image says; and no lookup of a reference on the
-//! broker's host leaves the policy unless the policy encoded it for this request
-//! ([`BrokerGuard`]), since the policy server would send its broker credential with it.
+//! Three rules keep one namespace's secrets out of another's lookups: the broker answers only
+//! names sealed with the key of the Secret `lookupBroker.keySecret` names, which only this
+//! policy is granted (so no other module of the policy server can write one); the namespace
+//! encoded is the admission request's, never anything an image says; and no lookup of a
+//! reference on the broker's host leaves the policy unless the policy encoded it for this
+//! request ([`BrokerGuard`]), since the policy server would send its broker credential with it.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use broker_reference::{BrokeredName, Credentials};
+use broker_reference::{BrokeredName, Credentials, SealingKey};
 use serde_json::Value;
 
-pub use crate::broker_settings::{BrokerSettings, BrokerUse};
+pub use crate::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
 use crate::failure::{Failure, FailureKind};
 use crate::host::{
     Host, HostError, HostErrorKind, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse,
@@ -35,6 +37,8 @@ pub struct BrokerRoutes {
     settings: BrokerSettings,
     namespace: String,
     routes: HashMap<(PodId, String), Credentials>,
+    /// The sealing key, read once a lookup is routed; why not, when it cannot be read.
+    key: Result<SealingKey, String>,
     issued: Issued,
 }
 
@@ -43,9 +47,15 @@ pub struct BrokerRoutes {
 pub type Issued = Rc<RefCell<HashSet<String>>>;
 
 impl BrokerRoutes {
-    /// Decides, for every image of every pod, whether its lookups go through the broker.
-    /// Every reference it writes is added to `issued`.
-    pub fn plan(settings: &BrokerSettings, namespace: &str, pods: &[Pod], issued: Issued) -> Self {
+    /// Decides, for every image of every pod, whether its lookups go through the broker, and
+    /// reads the sealing key when one does. Every reference it writes is added to `issued`.
+    pub fn plan(
+        settings: &BrokerSettings,
+        namespace: &str,
+        pods: &[Pod],
+        issued: Issued,
+        host: &impl Host,
+    ) -> Self {
         let mut routes = HashMap::new();
         for pod in pods {
             let Some(spec) = &pod.spec else { continue };
@@ -79,22 +89,29 @@ impl BrokerRoutes {
                 }
             }
         }
+        let key = if routes.is_empty() {
+            Err(String::new())
+        } else {
+            read_key(&settings.key_secret, host)
+        };
         BrokerRoutes {
             settings: settings.clone(),
             namespace: namespace.to_owned(),
             routes,
+            key,
             issued,
         }
     }
 
     /// The brokered reference for looking up `location` for `image` of `pod`, or `None` when
-    /// that lookup is not brokered (not routed, a mirror location, or not encodable).
+    /// that lookup is not brokered (not routed, a mirror location, or not encodable); the
+    /// failure to report instead of a lookup when the sealing key could not be read.
     pub fn reference(
         &self,
         pod: PodId,
         image: &ImageReference,
         location: &ImageReference,
-    ) -> Option<String> {
+    ) -> Option<Result<String, Failure>> {
         // The kubelet picks credentials by the image's own name and the runtime sends them to
         // every mirror; the broker picks them by the name it is given, so only the image's own
         // registry is brokered.
@@ -106,6 +123,10 @@ impl BrokerRoutes {
             return None;
         }
         let credentials = self.routes.get(&(pod, image.name()))?;
+        let key = match &self.key {
+            Ok(key) => key,
+            Err(why) => return Some(Err(self.key_unreadable(why))),
+        };
         let name = BrokeredName {
             namespace: self.namespace.clone(),
             credentials: credentials.clone(),
@@ -121,25 +142,35 @@ impl BrokerRoutes {
         let reference = broker_reference::reference(
             &self.settings.host,
             &name,
+            key,
             tag.as_deref(),
             digest.as_deref(),
         )
         .ok()?;
         self.issued.borrow_mut().insert(reference.clone());
-        Some(reference)
+        Some(Ok(reference))
+    }
+
+    /// A routed lookup not made: the broker would refuse a name without the key's seal.
+    fn key_unreadable(&self, why: &str) -> Failure {
+        let KeySecret { namespace, name } = &self.settings.key_secret;
+        Failure::new(
+            FailureKind::Unreachable,
+            format!("not checked: broker key Secret {namespace}/{name} {why}"),
+        )
     }
 
     /// A failed brokered lookup, told in terms of the real image: the broker's host and the
     /// encoded name never reach a message. A 401 without `DENIED` is the broker refusing the
-    /// policy server itself (no or a wrong caller credential): nothing was learnt about the
-    /// image.
+    /// policy server itself (no or a wrong caller credential) or the name's seal (the broker
+    /// holds another key): nothing was learnt about the image.
     pub fn explain(&self, error: &HostError, brokered: &str, location: &ImageReference) -> Failure {
         let registry = location.registry();
         if error.kind() == HostErrorKind::Unauthorized && !error.registry_denied() {
             return Failure::new(
                 FailureKind::Unreachable,
                 format!(
-                    "not checked: the lookup broker refused the policy server (its imagePullSecret has no valid credential for the broker); {registry} was not asked"
+                    "not checked: the lookup broker refused the lookup (the policy server's credential or lookupBroker.keySecret's key); {registry} not asked"
                 ),
             );
         }
@@ -178,6 +209,35 @@ impl BrokerRoutes {
         .iter()
         .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
     }
+}
+
+/// Fields of the key Secret the policy reads: no other byte of it reaches the policy.
+const KEY_FIELDS: &[&str] = &["data.key"];
+
+/// The sealing key of `secret`'s `data.key`, or why not, in words that quote no byte of it.
+fn read_key(secret: &KeySecret, host: &impl Host) -> Result<SealingKey, String> {
+    let object = host
+        .get_resource(&ResourceRequest::core(
+            "Secret",
+            &secret.namespace,
+            &secret.name,
+            KEY_FIELDS,
+        ))
+        .map_err(|error| {
+            if error.is_not_found() {
+                "does not exist".to_owned()
+            } else {
+                format!("could not be read: {}", error.summary())
+            }
+        })?;
+    let encoded = object
+        .pointer("/data/key")
+        .and_then(Value::as_str)
+        .ok_or("has no data.key")?;
+    let bytes = kubelet_credentials::decode_secret_data(encoded)
+        .ok_or("has a data.key that is not base64")?;
+    SealingKey::from_secret(&bytes)
+        .map_err(|_| format!("is shorter than {} bytes", SealingKey::MIN_LENGTH))
 }
 
 /// The host, with every OCI lookup of a reference on the broker's host refused unless the

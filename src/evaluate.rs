@@ -107,6 +107,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
             &plan.resource.namespace,
             &plan.pods,
             issued,
+            host,
         ));
     }
     let judgement = judge(&plan, &mut lookups, settings, &budget, host);

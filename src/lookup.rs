@@ -100,7 +100,8 @@ impl<'s> Lookups<'s> {
             _ => None,
         };
         let key = LookupKey {
-            credentials: (self.credentialed || brokered.is_some()).then(|| (pod, image.name())),
+            credentials: (self.credentialed || brokered.as_ref().is_some_and(|(_, r)| r.is_ok()))
+                .then(|| (pod, image.name())),
             reference: reference.lookup_reference(),
         };
         // one search of the results, not a `get` and an `insert`: a key is a long string
@@ -112,7 +113,8 @@ impl<'s> Lookups<'s> {
         let result = match (refusal(&mut self.refusals, self.scope, reference), brokered) {
             (Some(refusal), _) => Err(refusal),
             (None, None) => budget.call(host, || host.manifest_digest(&entry.key().reference)),
-            (None, Some((routes, rewritten))) => {
+            (None, Some((_, Err(unsealable)))) => Err(unsealable),
+            (None, Some((routes, Ok(rewritten)))) => {
                 self.brokered.insert((pod, image.name()));
                 budget.call_explained(
                     host,

@@ -324,8 +324,9 @@ impl Settings {
         };
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
         let owned_objects = owned_objects(raw.owned_objects, raw.owned_pods);
-        if let Some(problem) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem) {
-            return Err(SettingsError::new("lookupBroker.host", problem));
+        if let Some((field, problem)) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem)
+        {
+            return Err(SettingsError::new(field, problem));
         }
         Ok(Settings {
             lookup_broker: raw.lookup_broker,

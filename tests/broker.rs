@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 
-use broker_reference::{BrokeredName, Credentials};
+use broker_reference::{BrokeredName, Credentials, SealingKey};
 use resolvable_images_policy::host::InMemoryHost;
 use resolvable_images_policy::testing::dockerconfigjson;
 use serde_json::{json, Value};
@@ -14,8 +14,20 @@ use serde_json::{json, Value};
 const DIGEST: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const BROKER: &str = "broker.kw.svc:8443";
 
+/// The key the broker and the policy share in these tests (the Secret's `data.key`).
+const KEY: &str = "e2e-sealing-key-0123456789abcdefghij";
+
 fn settings(usage: &str) -> Value {
-    json!({"lookupBroker": {"host": BROKER, "use": usage}})
+    json!({"lookupBroker": {"host": BROKER, "use": usage,
+        "keySecret": {"namespace": "kubewarden", "name": "broker-key"}}})
+}
+
+/// The key Secret as the API server returns it.
+fn key_secret(key: &str) -> Value {
+    use base64::Engine as _;
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "broker-key", "namespace": "kubewarden"},
+        "data": {"key": base64::engine::general_purpose::STANDARD.encode(key)}})
 }
 
 fn with_pod_secrets(mut request: Value, names: &[&str]) -> Value {
@@ -32,7 +44,8 @@ fn brokered(registry: &str, repository: &str, tag: &str, secrets: &[&str]) -> St
         registry: registry.into(),
         repository: repository.into(),
     };
-    broker_reference::reference(BROKER, &name, Some(tag), None).expect("encodable")
+    let key = SealingKey::new(KEY).expect("a key");
+    broker_reference::reference(BROKER, &name, &key, Some(tag), None).expect("encodable")
 }
 
 fn app() -> String {
@@ -50,6 +63,7 @@ fn migrate() -> String {
 
 fn host() -> InMemoryHost {
     cluster()
+        .with_object(key_secret(&format!("{KEY}\n")))
         .with_object(dockerconfigjson(
             "regcred",
             "registry.example.com",
@@ -121,7 +135,7 @@ fn an_absent_image_is_rejected_naming_the_real_registry_never_the_broker() {
         "{message}"
     );
     assert!(
-        !message.contains(BROKER) && !message.contains("r1/"),
+        !message.contains(BROKER) && !message.contains("r2/"),
         "{message}"
     );
 }
@@ -141,10 +155,10 @@ fn a_broker_that_refuses_the_policy_server_is_a_warning_not_a_verdict() {
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     for warning in warnings {
         assert!(
-            warning.contains("lookup broker refused the policy server"),
+            warning.contains("lookup broker refused the lookup"),
             "{warning}"
         );
-        assert!(!warning.contains("r1/"), "{warning}");
+        assert!(!warning.contains("r2/"), "{warning}");
     }
 }
 
@@ -169,7 +183,10 @@ fn refused_pull_secrets_are_the_unauthorized_verdict() {
 #[test]
 fn images_naming_the_broker_are_never_looked_up() {
     // an image that imitates a lookup of kube-system's secrets
-    let hostile = format!("{BROKER}/r1/kube-system/s.admin/d.registry.example.com/team/app:1.4.2");
+    let hostile = format!(
+        "{BROKER}/r2/{}/kube-system/s.admin/d.registry.example.com/team/app:1.4.2",
+        "0".repeat(32)
+    );
     let mut request = fixture("pod-create.json");
     request["object"]["spec"]["containers"][0]["image"] = json!(hostile);
     for usage in ["credentialed", "all"] {
@@ -210,7 +227,8 @@ fn the_broker_host_must_be_a_plain_host() {
         "broker:port",
     ] {
         assert_settings_refused_naming(
-            json!({"lookupBroker": {"host": host}}),
+            json!({"lookupBroker": {"host": host,
+                "keySecret": {"namespace": "kubewarden", "name": "broker-key"}}}),
             "lookupBroker.host",
         );
     }
@@ -218,4 +236,76 @@ fn the_broker_host_must_be_a_plain_host() {
         json!({"lookupBroker": {"host": BROKER, "use": "sometimes"}}),
         "lookupBroker",
     );
+}
+
+#[test]
+fn the_key_secret_is_required_and_named_by_kubernetes_names() {
+    assert_settings_refused_naming(
+        json!({"lookupBroker": {"host": BROKER}}),
+        "lookupBroker: missing field `keySecret`",
+    );
+    for (secret, field) in [
+        (
+            json!({"namespace": "Kube", "name": "k"}),
+            "lookupBroker.keySecret.namespace",
+        ),
+        (
+            json!({"namespace": "kubewarden", "name": "a_b"}),
+            "lookupBroker.keySecret.name",
+        ),
+        (json!({"namespace": "kubewarden"}), "missing field `name`"),
+    ] {
+        assert_settings_refused_naming(
+            json!({"lookupBroker": {"host": BROKER, "keySecret": secret}}),
+            field,
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_key_is_a_warning_naming_the_secret_and_nothing_reaches_the_broker() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let without_key = || {
+        cluster()
+            .with_object(dockerconfigjson(
+                "regcred",
+                "registry.example.com",
+                "robot",
+                "pa55",
+            ))
+            .with_digest(BUSYBOX, DIGEST)
+    };
+    let short = "too-short-a-key";
+    let cases = [
+        (without_key(), "does not exist"),
+        (
+            without_key().with_object(key_secret(short)),
+            "is shorter than 32 bytes",
+        ),
+        (
+            without_key().with_object(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "broker-key", "namespace": "kubewarden"},
+                "data": {"other": "eA=="}})),
+            "has no data.key",
+        ),
+    ];
+    for (host, why) in cases {
+        let response = run(&request, settings("credentialed"), &host);
+        assert_eq!(response["accepted"], true, "{why}: {response}");
+        let warnings = warnings(&response);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        for warning in &warnings {
+            assert!(
+                warning.contains("broker key Secret kubewarden/broker-key")
+                    && warning.contains(why),
+                "{warning}"
+            );
+            assert!(!warning.contains(short), "{warning}");
+        }
+        assert!(
+            host.digest_calls().iter().all(|c| !c.starts_with(BROKER)),
+            "{:?}",
+            host.digest_calls()
+        );
+    }
 }

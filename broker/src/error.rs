@@ -25,6 +25,21 @@ pub enum StartupError {
         /// The directory.
         dir: PathBuf,
     },
+    /// A file of `--key-dir` is not a sealing key.
+    #[error("{}: {refusal}", path.display())]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        refusal: broker_reference::Refusal,
+    },
+    /// `--key-dir` holds no key.
+    #[error("{}: no sealing key", dir.display())]
+    NoKey {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// A `--deny-destination` or `--allow-destination` that is not a network.
     #[error(transparent)]
     Network(#[from] InvalidNetwork),

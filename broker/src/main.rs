@@ -6,6 +6,7 @@ mod caller;
 mod cluster;
 mod destinations;
 mod error;
+mod keys;
 mod metrics;
 mod server;
 mod service;
@@ -49,6 +50,11 @@ struct Args {
     /// holds for the broker's host (a mounted `kubernetes.io/basic-auth` Secret).
     #[arg(long, env = "BROKER_CALLER_DIR")]
     caller_dir: PathBuf,
+    /// A directory of sealing keys (a mounted Secret, each file one key of at least 32 bytes):
+    /// the broker answers only names sealed with one of them, the policy seals with the one its
+    /// `lookupBroker.keySecret` names. Read again every 10 s, for rotation.
+    #[arg(long, env = "BROKER_KEY_DIR")]
+    key_dir: PathBuf,
     /// The API server's URL; in-cluster configuration when absent.
     #[arg(long, env = "BROKER_APISERVER")]
     apiserver: Option<String>,
@@ -165,6 +171,7 @@ impl Args {
     /// The broker these options describe.
     fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
         let caller = caller::Caller::from_dir(&self.caller_dir)?;
+        let keys = keys::Keys::from_dir(&self.key_dir)?;
         let limits = self.limits();
         let cluster = Cluster::new(
             self.api_server()?,
@@ -181,6 +188,7 @@ impl Args {
         let pool = self.pool(&destinations)?;
         Ok(Broker::new(
             caller,
+            keys,
             cluster,
             pool,
             destinations,

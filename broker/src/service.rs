@@ -19,6 +19,7 @@ use tokio::time::Instant as Deadline;
 use crate::caller::Caller;
 use crate::cluster::{Cluster, ClusterError};
 use crate::destinations::Destinations;
+use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::unanswerable::{Overload, Unanswerable};
 
@@ -96,6 +97,8 @@ impl Answer {
 pub struct Broker {
     /// Who may ask.
     pub caller: Caller,
+    /// Whose names are answered: those sealed with one of these keys.
+    pub keys: Keys,
     /// Where pull secrets come from.
     pub cluster: Cluster,
     /// The registry client.
@@ -128,6 +131,7 @@ impl Broker {
     /// A broker with these parts.
     pub fn new(
         caller: Caller,
+        keys: Keys,
         cluster: Cluster,
         pool: Pool,
         destinations: Arc<Destinations>,
@@ -136,6 +140,7 @@ impl Broker {
     ) -> Self {
         Broker {
             caller,
+            keys,
             cluster,
             pool,
             destinations,
@@ -229,7 +234,8 @@ impl Broker {
         reference: &str,
         line: &mut LogLine,
     ) -> Result<Answer, Unanswerable> {
-        let name = BrokeredName::decode(name).map_err(Unanswerable::Undecodable)?;
+        let name =
+            BrokeredName::decode(name, &self.keys.current()).map_err(Unanswerable::Undecodable)?;
         let reference = ManifestReference::parse(reference).map_err(Unanswerable::Undecodable)?;
         line.name = Some(name.clone());
         line.reference = reference.as_str().to_owned();

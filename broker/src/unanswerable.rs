@@ -65,6 +65,7 @@ impl Unanswerable {
     /// The outcome word of logs and metrics.
     pub fn outcome(&self) -> &'static str {
         match self {
+            Unanswerable::Undecodable(Refusal::Unsealed) => "unsealed",
             Unanswerable::Undecodable(_) => "invalid",
             Unanswerable::RefusedDestination { .. } => "refusedDestination",
             Unanswerable::Overloaded { .. } => "overloaded",
@@ -86,6 +87,8 @@ impl Unanswerable {
     /// The distribution API's answer.
     pub fn answer(&self) -> Answer {
         let (status, code) = match self {
+            // not the policy's name: like a wrong caller credential, nothing about the image
+            Unanswerable::Undecodable(Refusal::Unsealed) => (401, "UNAUTHORIZED"),
             Unanswerable::Undecodable(_) => (400, "NAME_INVALID"),
             Unanswerable::RefusedDestination { .. } => (400, "UNSUPPORTED"),
             _ => (503, "UNAVAILABLE"),
@@ -132,6 +135,10 @@ mod tests {
             reason: "a private network".into(),
         };
         assert_eq!(refused.answer().status, 400);
+        let forged = Unanswerable::Undecodable(Refusal::Unsealed);
+        assert_eq!(forged.outcome(), "unsealed");
+        assert_eq!(forged.answer().status, 401);
+        assert!(String::from_utf8_lossy(&forged.answer().body).contains("not sealed"));
         assert!(String::from_utf8_lossy(&refused.answer().body).contains("UNSUPPORTED"));
     }
 }

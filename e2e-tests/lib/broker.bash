@@ -4,6 +4,7 @@
 # registry_stop_all stops them with the registries.
 #
 #   broker_start broker --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
+#       (sealing keys: $BROKER_KEY, the one the policy reads from broker_key_secret_yaml)
 #       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
@@ -17,6 +18,26 @@
 # secret scan can look for it).
 BROKER_CALLER_USER="${BROKER_CALLER_USER:-e2e-broker-caller-3v8k}"
 BROKER_CALLER_PASSWORD="${BROKER_CALLER_PASSWORD:-e2e-Broker-Caller-Pw-6t1m}"
+# The key that seals brokered names, shared by the broker (--key-dir) and the policy (the
+# Secret of lookupBroker.keySecret); fake and fixed like the caller credential.
+BROKER_KEY="${BROKER_KEY:-e2e-Broker-Sealing-Key-9q4w-0123456789abcdef}"
+# lookupBroker.keySecret of the suites' settings.
+BROKER_KEY_SECRET='{"namespace": "kubewarden", "name": "broker-key"}'
+
+# broker_key_secret_yaml: the Secret kubewarden/broker-key holding $BROKER_KEY, for the fake
+# API server.
+broker_key_secret_yaml() {
+  printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: broker-key" \
+    "  namespace: kubewarden" "type: Opaque" "data:" "  key: $(printf '%s' "$BROKER_KEY" | base64 -w0)"
+}
+
+# broker_seal BODY [KEY]: the r2 name of BODY (`<namespace>/<credentials>/<registry>/<repo>`)
+# sealed with KEY (default $BROKER_KEY), as docs/design/broker-encoding.md defines the seal.
+broker_seal() {
+  local seal
+  seal=$(printf 'r2/%s' "$1" | openssl dgst -sha256 -hmac "${2:-$BROKER_KEY}" | sed 's/^.*= //' | cut -c1-32)
+  printf 'r2/%s/%s\n' "$seal" "$1"
+}
 
 # broker_bin: the broker binary ($BROKER_BIN, else the workspace's build, `make broker`).
 broker_bin() {
@@ -42,14 +63,15 @@ broker_start() {
     esac
   done
   dir="$(e2e_workdir)/registries/$name"
-  mkdir -p "$dir/caller"
+  mkdir -p "$dir/caller" "$dir/keys"
   printf '%s' "$user" >"$dir/caller/username"
   printf '%s' "$password" >"$dir/caller/password"
+  printf '%s\n' "$BROKER_KEY" >"$dir/keys/key"
   for attempt in 1 2 3; do
     port=$(free_port)
     # 3>&- : bats waits for every process holding its fd 3
     "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
-      --caller-dir "$dir/caller" --apiserver "http://127.0.0.1:$api" --sources "$sources" \
+      --caller-dir "$dir/caller" --key-dir "$dir/keys" --apiserver "http://127.0.0.1:$api" --sources "$sources" \
       --own-host "127.0.0.1:$port" --own-host "localhost:$port" --allow-destination 127.0.0.0/8 "${extra[@]}" \
       >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
     echo $! >"$dir/pid"
@@ -83,15 +105,24 @@ broker_policy_server_start() {
       --policies-download-dir "$dir/policies" --log-no-color \
       >"$dir/policy-server.log" 2>&1 3>&- &
     echo $! >"$dir/pid"
-    if wait_until 180 curl -sf --max-time 1 -o /dev/null "http://127.0.0.1:$ready/readiness"; then
+    # ready, or gone (a policy it cannot load): no point waiting out the time-out then
+    wait_until 180 _ready_or_dead "$(cat "$dir/pid")" "$ready" || true
+    if curl -sf --max-time 1 -o /dev/null "http://127.0.0.1:$ready/readiness"; then
       printf -v "PS_PORT_${name//-/_}" '%s' "$port"
       export "PS_PORT_${name//-/_}"
       return 0
     fi
     registry_kill "$(cat "$dir/pid")"
     tail -n 20 "$dir/policy-server.log" >&2
+    # a module it refused is refused again: only a taken port is worth another try
+    grep -q "Address already in use" "$dir/policy-server.log" || return 1
   done
   return 1
+}
+
+# _ready_or_dead PID PORT: the policy server answers its readiness probe, or has exited.
+_ready_or_dead() {
+  ! kill -0 "$1" 2>/dev/null || curl -sf --max-time 1 -o /dev/null "http://127.0.0.1:$2/readiness"
 }
 
 # broker_policies FILE ID SETTINGS-JSON [ID SETTINGS-JSON]...: a policies.yml with the policy

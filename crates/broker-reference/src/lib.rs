@@ -11,7 +11,8 @@
 //! specification; the layout is
 //!
 //! ```text
-//! r1/<namespace>/<credentials>/<registry>/<repository…>
+//! r2/<seal>/<namespace>/<credentials>/<registry>/<repository…>
+//! seal:        32 hex digits: HMAC-SHA256 of the rest under the key the policy and broker share
 //! credentials: n                      no pull secrets: anonymous
 //!              s.<secret>[__<secret>…] these pull secrets, in this order
 //!              a.<serviceaccount>      the ServiceAccount's pull secrets
@@ -19,14 +20,20 @@
 //!              x.<hex>                 anything else (IPv6, uppercase), hex of its text
 //! ```
 //!
-//! Security rests on who writes the name: the policy fills in the namespace of the admission
-//! request, never anything from the image, and the broker decodes strictly. An image that
-//! merely *looks* encoded (`broker/r1/kube-system/…`) has the broker's host as its registry;
-//! the policy never sends a reference on the broker's host that it did not write itself
-//! ([`is_broker_host`]).
+//! Security rests on who can write the name. The broker answers only names sealed with its
+//! key ([`SealingKey`]), which the policy reads from a Secret that only it is granted, so
+//! another module on the same policy server, or a Pod author who writes an image on the
+//! broker's host, cannot choose whose secrets are spent. The policy fills in the namespace of
+//! the admission request, never anything from the image; and it never sends a reference on
+//! the broker's host that it did not write itself ([`is_broker_host`]).
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 /// The first component of every encoded name: the version of this encoding.
-pub const VERSION: &str = "r1";
+pub const VERSION: &str = "r2";
+/// The seal's length in hex digits: 128 bits of the HMAC, as in HMAC-SHA256-128 (RFC 4868).
+pub const SEAL_LENGTH: usize = 32;
 /// The longest name (registry host included) distribution's reference parser accepts.
 pub const NAME_TOTAL_LENGTH_MAX: usize = 255;
 /// The longest tag a reference may have.
@@ -120,14 +127,88 @@ pub enum Refusal {
     TooLong,
     /// The name is not this encoding (wrong version, missing or malformed component, not
     /// canonical).
-    #[error("the name is not a brokered lookup of encoding r1")]
+    #[error("the name is not a brokered lookup of encoding r2")]
     NotEncoded,
+    /// The name is this encoding but its seal is not one of the broker's keys': the policy did
+    /// not write it, or the policy and the broker hold different keys.
+    #[error("the name is not sealed with a key of the lookup broker")]
+    Unsealed,
+    /// A sealing key shorter than [`SealingKey::MIN_LENGTH`] bytes.
+    #[error("the sealing key is shorter than 32 bytes")]
+    ShortKey,
+}
+
+/// The secret the policy and the broker share: only a holder can write a name the broker
+/// answers. Never printed: its `Debug` shows no byte.
+#[derive(Clone)]
+pub struct SealingKey(Vec<u8>);
+
+impl std::fmt::Debug for SealingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SealingKey(..)")
+    }
+}
+
+impl SealingKey {
+    /// HMAC-SHA256's own block of security: a shorter key would be the weakest part.
+    pub const MIN_LENGTH: usize = 32;
+
+    /// A key of at least [`SealingKey::MIN_LENGTH`] bytes (any bytes: the text of a random
+    /// string is as good as raw bytes).
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self, Refusal> {
+        let bytes = bytes.into();
+        if bytes.len() < Self::MIN_LENGTH {
+            return Err(Refusal::ShortKey);
+        }
+        Ok(SealingKey(bytes))
+    }
+
+    /// The key a Secret holds (a `data` entry or a mounted file): its bytes without the
+    /// trailing newlines an editor or `--from-file` adds, so that the policy (which reads the
+    /// Secret through the API) and the broker (which reads the mount) hold the same key.
+    pub fn from_secret(bytes: &[u8]) -> Result<Self, Refusal> {
+        let end = bytes
+            .iter()
+            .rposition(|b| !matches!(b, b'\n' | b'\r'))
+            .map_or(0, |i| i + 1);
+        Self::new(&bytes[..end])
+    }
+
+    fn mac(&self, body: &str) -> Hmac<Sha256> {
+        // HMAC takes a key of any length: this cannot fail
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
+        mac.update(VERSION.as_bytes());
+        mac.update(b"/");
+        mac.update(body.as_bytes());
+        mac
+    }
+
+    /// The seal of an encoded name's `body` (everything after the seal).
+    fn seal(&self, body: &str) -> String {
+        let tag = self.mac(body).finalize().into_bytes();
+        tag[..SEAL_LENGTH / 2]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// True when `seal` is this key's seal of `body`, compared in constant time.
+    fn verifies(&self, seal: &[u8], body: &str) -> bool {
+        self.mac(body).verify_truncated_left(seal).is_ok()
+    }
 }
 
 impl BrokeredName {
-    /// The encoded name (no broker host), or why this lookup cannot be encoded. The length
-    /// limit is checked by [`reference`], which knows the broker host.
-    pub fn encode(&self) -> Result<String, Refusal> {
+    /// The encoded name (no broker host), sealed with `key`, or why this lookup cannot be
+    /// encoded. The length limit is checked by [`reference`], which knows the broker host.
+    pub fn encode(&self, key: &SealingKey) -> Result<String, Refusal> {
+        let body = self.body()?;
+        Ok(format!("{VERSION}/{}/{body}", key.seal(&body)))
+    }
+
+    /// Everything the seal covers: `<namespace>/<credentials>/<registry>/<repository>`.
+    fn body(&self) -> Result<String, Refusal> {
         if !is_dns_label(&self.namespace) {
             return Err(Refusal::Namespace);
         }
@@ -151,29 +232,44 @@ impl BrokeredName {
             return Err(Refusal::Repository);
         }
         Ok(format!(
-            "{VERSION}/{}/{credentials}/{registry}/{}",
+            "{}/{credentials}/{registry}/{}",
             self.namespace, self.repository
         ))
     }
 
     /// Decodes a name the broker received (`/v2/<name>/manifests/…`), accepting exactly what
-    /// [`BrokeredName::encode`] produces.
-    pub fn decode(name: &str) -> Result<Self, Refusal> {
+    /// [`BrokeredName::encode`] produces with one of `keys`.
+    pub fn decode(name: &str, keys: &[SealingKey]) -> Result<Self, Refusal> {
         if name.len() > NAME_TOTAL_LENGTH_MAX {
             return Err(Refusal::TooLong);
         }
-        let mut parts = name.splitn(5, '/');
-        let (Some(version), Some(namespace), Some(credentials), Some(registry), Some(repository)) = (
+        let mut parts = name.splitn(6, '/');
+        let (
+            Some(VERSION),
+            Some(seal),
+            Some(namespace),
+            Some(credentials),
+            Some(registry),
+            Some(repository),
+        ) = (
             parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
-        ) else {
+            parts.next(),
+        )
+        else {
             return Err(Refusal::NotEncoded);
         };
-        if version != VERSION {
+        if !is_seal(seal) {
             return Err(Refusal::NotEncoded);
+        }
+        let body = &name[VERSION.len() + 1 + seal.len() + 1..];
+        // the seal first: nothing of an unsealed name is looked at further
+        let seal = decode_hex(seal).ok_or(Refusal::NotEncoded)?;
+        if !keys.iter().any(|key| key.verifies(&seal, body)) {
+            return Err(Refusal::Unsealed);
         }
         let credentials = if credentials == "n" {
             Credentials::PullSecrets(Vec::new())
@@ -191,8 +287,8 @@ impl BrokeredName {
             repository: repository.to_owned(),
         };
         // Canonical: only what the encoder would write is accepted, so decoding is injective.
-        match decoded.encode() {
-            Ok(again) if again == name => Ok(decoded),
+        match decoded.body() {
+            Ok(again) if again == body => Ok(decoded),
             Ok(_) => Err(Refusal::NotEncoded),
             Err(refusal) => Err(refusal),
         }
@@ -204,13 +300,14 @@ impl BrokeredName {
 pub fn reference(
     broker_host: &str,
     name: &BrokeredName,
+    key: &SealingKey,
     tag: Option<&str>,
     digest: Option<&str>,
 ) -> Result<String, Refusal> {
     if plain_registry(broker_host).is_none() {
         return Err(Refusal::BrokerHost);
     }
-    let encoded = name.encode()?;
+    let encoded = name.encode(key)?;
     if broker_host.len() + 1 + encoded.len() > NAME_TOTAL_LENGTH_MAX {
         return Err(Refusal::TooLong);
     }
@@ -301,6 +398,26 @@ fn plain_registry(registry: &str) -> Option<String> {
     })
 }
 
+/// Lowercase hex digits, as many as a seal has.
+fn is_seal(component: &str) -> bool {
+    component.len() == SEAL_LENGTH
+        && component
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Lowercase hex (even length) as bytes.
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect()
+}
+
 fn decode_registry(component: &str) -> Result<String, Refusal> {
     if let Some(plain) = component.strip_prefix("d.") {
         Ok(match plain.rsplit_once('_') {
@@ -308,14 +425,7 @@ fn decode_registry(component: &str) -> Result<String, Refusal> {
             None => plain.to_owned(),
         })
     } else if let Some(hex) = component.strip_prefix("x.") {
-        if hex.len() % 2 != 0 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(Refusal::NotEncoded);
-        }
-        let bytes: Option<Vec<u8>> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
-            .collect();
-        bytes
+        decode_hex(hex)
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or(Refusal::NotEncoded)
     } else {

@@ -17,6 +17,16 @@ fn name(
     }
 }
 
+/// The key of the tests (any 32 bytes).
+fn key() -> SealingKey {
+    SealingKey::new(*b"0123456789abcdef0123456789abcdef").unwrap()
+}
+
+/// `body` sealed with the tests' key, as the encoder would.
+fn sealed(body: &str) -> String {
+    format!("{VERSION}/{}/{body}", key().seal(body))
+}
+
 fn secrets(names: &[&str]) -> Credentials {
     Credentials::PullSecrets(names.iter().map(|s| s.to_string()).collect())
 }
@@ -29,9 +39,10 @@ fn encodes_the_documented_examples() {
         "registry.example:5000",
         "app/web",
     );
+    // the seal as `openssl dgst -sha256 -hmac <key>` computes it (docs/design/broker-encoding.md)
     assert_eq!(
-        lookup.encode().unwrap(),
-        "r1/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web"
+        lookup.encode(&key()).unwrap(),
+        "r2/6fd13fe02cafffbec37c830e78d5a831/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web"
     );
     let sa = name(
         "default",
@@ -40,22 +51,28 @@ fn encodes_the_documented_examples() {
         "library/busybox",
     );
     assert_eq!(
-        sa.encode().unwrap(),
-        "r1/default/a.builder/d.docker.io/library/busybox"
+        sa.encode(&key()).unwrap(),
+        sealed("default/a.builder/d.docker.io/library/busybox")
     );
     let anonymous = name("ns", secrets(&[]), "[::1]:5000", "a");
     assert_eq!(
-        anonymous.encode().unwrap(),
-        "r1/ns/n/x.5b3a3a315d3a35303030/a"
+        anonymous.encode(&key()).unwrap(),
+        sealed("ns/n/x.5b3a3a315d3a35303030/a")
     );
     assert_eq!(
-        reference("broker.kw.svc:8443", &lookup, Some("v1"), None).unwrap(),
-        "broker.kw.svc:8443/r1/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1"
+        reference("broker.kw.svc:8443", &lookup, &key(), Some("v1"), None).unwrap(),
+        format!(
+            "broker.kw.svc:8443/{}:v1",
+            sealed("team-a/s.regcred__backup.cred/d.registry.example_5000/app/web")
+        )
     );
     let digest = format!("sha256:{}", "a".repeat(64));
     assert_eq!(
-        reference("b", &sa, Some("1.0"), Some(&digest)).unwrap(),
-        format!("b/r1/default/a.builder/d.docker.io/library/busybox:1.0@{digest}")
+        reference("b", &sa, &key(), Some("1.0"), Some(&digest)).unwrap(),
+        format!(
+            "b/{}:1.0@{digest}",
+            sealed("default/a.builder/d.docker.io/library/busybox")
+        )
     );
 }
 
@@ -79,12 +96,16 @@ fn round_trips() {
         name("z", secrets(&["x"]), "host-with-hyphen.example", "c--d"),
     ];
     for case in cases {
-        let encoded = case.encode().unwrap();
+        let encoded = case.encode(&key()).unwrap();
         assert!(
             is_repository(&encoded),
             "{encoded} must be valid path components"
         );
-        assert_eq!(BrokeredName::decode(&encoded).unwrap(), case, "{encoded}");
+        assert_eq!(
+            BrokeredName::decode(&encoded, &[key()]).unwrap(),
+            case,
+            "{encoded}"
+        );
     }
 }
 
@@ -93,48 +114,55 @@ fn refuses_what_cannot_exist_or_parse() {
     let ok = || name("ns", secrets(&["s"]), "r.example", "repo");
     let mut bad = ok();
     bad.namespace = "Team".into();
-    assert_eq!(bad.encode(), Err(Refusal::Namespace));
+    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
     bad.namespace = "-a".into();
-    assert_eq!(bad.encode(), Err(Refusal::Namespace));
+    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
     bad.namespace = "a".repeat(64);
-    assert_eq!(bad.encode(), Err(Refusal::Namespace));
+    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
     bad.namespace = "a.b".into();
-    assert_eq!(bad.encode(), Err(Refusal::Namespace));
+    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
     for secret in ["", "Upper", "under_score", "a..b", "a/b", ".a", "a-"] {
         let mut bad = ok();
         bad.credentials = secrets(&["fine", secret]);
-        assert_eq!(bad.encode(), Err(Refusal::ObjectName), "{secret:?}");
+        assert_eq!(bad.encode(&key()), Err(Refusal::ObjectName), "{secret:?}");
         bad.credentials = Credentials::ServiceAccount(secret.into());
-        assert_eq!(bad.encode(), Err(Refusal::ObjectName), "{secret:?}");
+        assert_eq!(bad.encode(&key()), Err(Refusal::ObjectName), "{secret:?}");
     }
     for registry in ["", "a/b", "a b", "a@b", "é.example", "a:b:c\n"] {
         let mut bad = ok();
         bad.registry = registry.into();
-        assert_eq!(bad.encode(), Err(Refusal::Registry), "{registry:?}");
+        assert_eq!(bad.encode(&key()), Err(Refusal::Registry), "{registry:?}");
     }
     for repository in [
         "", "Upper", "a//b", "/a", "a/", "a..b", "a___b", "-a", "a:b",
     ] {
         let mut bad = ok();
         bad.repository = repository.into();
-        assert_eq!(bad.encode(), Err(Refusal::Repository), "{repository:?}");
+        assert_eq!(
+            bad.encode(&key()),
+            Err(Refusal::Repository),
+            "{repository:?}"
+        );
     }
-    assert_eq!(reference("b", &ok(), Some(".bad"), None), Err(Refusal::Tag));
     assert_eq!(
-        reference("b", &ok(), Some(&"t".repeat(129)), None),
+        reference("b", &ok(), &key(), Some(".bad"), None),
         Err(Refusal::Tag)
     );
-    assert_eq!(reference("b", &ok(), None, None), Err(Refusal::Tag));
     assert_eq!(
-        reference("b", &ok(), None, Some("sha256:short")),
+        reference("b", &ok(), &key(), Some(&"t".repeat(129)), None),
+        Err(Refusal::Tag)
+    );
+    assert_eq!(reference("b", &ok(), &key(), None, None), Err(Refusal::Tag));
+    assert_eq!(
+        reference("b", &ok(), &key(), None, Some("sha256:short")),
         Err(Refusal::Digest)
     );
     assert_eq!(
-        reference("B", &ok(), Some("t"), None),
+        reference("B", &ok(), &key(), Some("t"), None),
         Err(Refusal::BrokerHost)
     );
     assert_eq!(
-        reference("b/c", &ok(), Some("t"), None),
+        reference("b/c", &ok(), &key(), Some("t"), None),
         Err(Refusal::BrokerHost)
     );
 }
@@ -142,53 +170,76 @@ fn refuses_what_cannot_exist_or_parse() {
 #[test]
 fn limits_the_whole_name_to_255_characters() {
     let host = "broker.kw.svc:8443";
-    let fixed = format!("{host}/r1/ns/n/d.r/").len();
+    let fixed = format!("{host}/{}", sealed("ns/n/d.r/")).len();
     let mut lookup = name(
         "ns",
         secrets(&[]),
         "r",
         &"a".repeat(NAME_TOTAL_LENGTH_MAX - fixed),
     );
-    let exact = reference(host, &lookup, Some("t"), None).unwrap();
+    let exact = reference(host, &lookup, &key(), Some("t"), None).unwrap();
     assert_eq!(exact.len() - ":t".len(), NAME_TOTAL_LENGTH_MAX);
     lookup.repository.push('a');
     assert_eq!(
-        reference(host, &lookup, Some("t"), None),
+        reference(host, &lookup, &key(), Some("t"), None),
         Err(Refusal::TooLong)
     );
     assert_eq!(
-        BrokeredName::decode(&format!("r1/ns/n/d.r/{}", "a".repeat(300))),
+        BrokeredName::decode(&sealed(&format!("ns/n/d.r/{}", "a".repeat(300))), &[key()]),
         Err(Refusal::TooLong)
     );
 }
 
 #[test]
 fn decodes_strictly() {
-    let refused = [
+    // whatever is not the layout, sealed or not
+    for name in [
         "",
-        "r1",
-        "r1/ns/n/d.r",
-        "r2/ns/n/d.r/a",
-        "R1/ns/n/d.r/a",
-        "r1/NS/n/d.r/a",
-        "r1/ns/q/d.r/a",
-        "r1/ns/s./d.r/a",
-        "r1/ns/s.a___b/d.r/a",
-        "r1/ns/n/r/a",
-        "r1/ns/n/d.r_/a",
-        "r1/ns/n/d.r_123456/a",
+        "r2",
+        "r1/ns/n/d.r/a",
+        "R2/x/ns/n/d.r/a",
+        "/r2/x/ns/n/d.r/a",
+    ] {
+        assert_eq!(
+            BrokeredName::decode(name, &[key()]),
+            Err(Refusal::NotEncoded),
+            "{name:?}"
+        );
+    }
+    let short_seal = format!("r2/{}/ns/n/d.r/a", &key().seal("ns/n/d.r/a")[..31]);
+    let upper_seal = format!("r2/{}/ns/n/d.r/a", key().seal("ns/n/d.r/a").to_uppercase());
+    for name in [short_seal, upper_seal] {
+        assert_eq!(
+            BrokeredName::decode(&name, &[key()]),
+            Err(Refusal::NotEncoded)
+        );
+    }
+    // sealed by a key holder, yet not what the encoder writes
+    let refused = [
+        "ns/n/d.r",
+        "NS/n/d.r/a",
+        "ns/q/d.r/a",
+        "ns/s./d.r/a",
+        "ns/s.a___b/d.r/a",
+        "ns/n/r/a",
+        "ns/n/d.r_/a",
+        "ns/n/d.r_123456/a",
         // the hex form of a name the plain form can write is not canonical
-        "r1/ns/n/x.72/a",
-        "r1/ns/n/x.7/a",
-        "r1/ns/n/x.zz/a",
-        "r1/ns/n/x.2f/a",
-        "r1/ns/n/d.r/a/",
-        "r1/ns/n/d.r//a",
-        "/r1/ns/n/d.r/a",
-        "r1/ns/n/d.r/A",
+        "ns/n/x.72/a",
+        "ns/n/x.7/a",
+        "ns/n/x.zz/a",
+        "ns/n/x.2f/a",
+        "ns/n/d.r/a/",
+        "ns/n/d.r//a",
+        "ns/n/d.r/A",
     ];
-    for name in refused {
-        assert!(BrokeredName::decode(name).is_err(), "{name:?} decoded");
+    for body in refused {
+        let name = sealed(body);
+        let refusal = BrokeredName::decode(&name, &[key()]);
+        assert!(
+            refusal.is_err() && refusal != Err(Refusal::Unsealed),
+            "{name:?}: {refusal:?}"
+        );
     }
 }
 
@@ -201,7 +252,7 @@ fn the_namespace_is_the_second_component_whatever_the_repository_says() {
         "r.example",
         "r1/kube-system/s.admin/d.r.example/x",
     );
-    let decoded = BrokeredName::decode(&hostile.encode().unwrap()).unwrap();
+    let decoded = BrokeredName::decode(&hostile.encode(&key()).unwrap(), &[key()]).unwrap();
     assert_eq!(decoded.namespace, "attacker");
     assert_eq!(decoded.credentials, secrets(&[]));
     assert_eq!(decoded.repository, "r1/kube-system/s.admin/d.r.example/x");
@@ -324,10 +375,13 @@ fn property_every_encoding_decodes_to_itself_and_is_valid() {
     let mut seen = std::collections::HashMap::new();
     for _ in 0..20_000 {
         let lookup = random_name(&mut rng);
-        if let Ok(encoded) = lookup.encode() {
+        if let Ok(encoded) = lookup.encode(&key()) {
             encoded_count += 1;
             assert!(is_repository(&encoded), "{encoded}");
-            assert_eq!(BrokeredName::decode(&encoded).as_ref(), Ok(&lookup));
+            assert_eq!(
+                BrokeredName::decode(&encoded, &[key()]).as_ref(),
+                Ok(&lookup)
+            );
             // injective: one encoding, one lookup
             if let Some(previous) = seen.insert(encoded.clone(), lookup.clone()) {
                 assert_eq!(previous, lookup, "{encoded} encodes two lookups");
@@ -349,19 +403,102 @@ fn property_decoding_random_and_mutated_names_never_panics_and_is_canonical() {
         "localhost:5000",
         "app/web",
     )
-    .encode()
+    .encode(&key())
     .unwrap();
+    let body = valid[VERSION.len() + 1 + SEAL_LENGTH + 1..].to_owned();
     for _ in 0..50_000 {
-        let candidate = if rng.below(2) == 0 {
-            let mut bytes = valid.clone().into_bytes();
-            let at = rng.below(bytes.len());
-            bytes[at] = ALPHABET[rng.below(ALPHABET.len())];
-            String::from_utf8(bytes).unwrap()
-        } else {
-            format!("r1/{}", rng.string(ALPHABET, 30))
-        };
-        if let Ok(decoded) = BrokeredName::decode(&candidate) {
-            assert_eq!(decoded.encode().as_deref(), Ok(candidate.as_str()));
+        let mut bytes = body.clone().into_bytes();
+        let at = rng.below(bytes.len());
+        bytes[at] = ALPHABET[rng.below(ALPHABET.len())];
+        let mutated = String::from_utf8(bytes).unwrap();
+        // the old seal on a changed body: refused, whatever the body says
+        let resealed = format!("{}{mutated}", &valid[..VERSION.len() + 1 + SEAL_LENGTH + 1]);
+        if mutated != body {
+            assert_eq!(
+                BrokeredName::decode(&resealed, &[key()]),
+                Err(Refusal::Unsealed),
+                "{resealed}"
+            );
+        }
+        // sealed anew (as only a key holder can): decoded only when canonical
+        for candidate in [sealed(&mutated), sealed(&rng.string(ALPHABET, 30))] {
+            if let Ok(decoded) = BrokeredName::decode(&candidate, &[key()]) {
+                assert_eq!(decoded.encode(&key()).as_deref(), Ok(candidate.as_str()));
+            }
         }
     }
+}
+
+#[test]
+fn only_a_holder_of_the_key_writes_a_name_the_broker_answers() {
+    let lookup = name("team-a", secrets(&["regcred"]), "r.example", "app");
+    let other = SealingKey::new(vec![7u8; 32]).unwrap();
+    let encoded = lookup.encode(&key()).unwrap();
+    assert_eq!(
+        BrokeredName::decode(&encoded, std::slice::from_ref(&other)),
+        Err(Refusal::Unsealed)
+    );
+    // a broker holding both keys (a key being rotated) accepts either
+    assert_eq!(
+        BrokeredName::decode(&encoded, &[other.clone(), key()]),
+        Ok(lookup.clone())
+    );
+    assert_eq!(BrokeredName::decode(&encoded, &[]), Err(Refusal::Unsealed));
+    // another namespace under the same seal, or no seal at all
+    let swapped = encoded.replace("team-a", "team-b");
+    assert_eq!(
+        BrokeredName::decode(&swapped, &[key()]),
+        Err(Refusal::Unsealed)
+    );
+    let zeros = format!(
+        "{VERSION}/{}/team-a/s.regcred/d.r.example/app",
+        "0".repeat(32)
+    );
+    assert_eq!(
+        BrokeredName::decode(&zeros, &[key()]),
+        Err(Refusal::Unsealed)
+    );
+    for unsealed in [
+        "r1/team-a/s.regcred/d.r.example/app",
+        "r2/team-a/s.regcred/d.r.example/app",
+    ] {
+        assert_eq!(
+            BrokeredName::decode(unsealed, &[key()]),
+            Err(Refusal::NotEncoded)
+        );
+    }
+    // keys too short to be one, and a key that never prints
+    assert_eq!(
+        SealingKey::new(vec![1u8; 31]).map(|_| ()),
+        Err(Refusal::ShortKey)
+    );
+    assert_eq!(format!("{:?}", key()), "SealingKey(..)");
+}
+
+#[test]
+fn the_seal_is_hmac_sha256_of_the_name_truncated_to_128_bits() {
+    // RFC 4231 test case 2 (key "Jefe" is too short for a sealing key, so check the MAC
+    // construction directly), then the seal: the left 16 bytes of the HMAC of "r2/<body>"
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(b"Jefe").unwrap();
+    mac.update(b"what do ya want for nothing?");
+    let tag: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        tag,
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
+    let body = "team-a/n/d.r/app";
+    let mut full = <Hmac<Sha256> as Mac>::new_from_slice(&key().0).unwrap();
+    full.update(format!("r2/{body}").as_bytes());
+    let full: String = full
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(key().seal(body), full[..SEAL_LENGTH]);
 }

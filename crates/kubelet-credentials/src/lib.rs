@@ -42,6 +42,12 @@ pub use keyring::Keyring;
 pub use pod_secrets::{distinct_names, service_account_secret_names, SecretSource};
 pub use secret::{parse_pull_secret, SecretError};
 
+/// A Secret's `data` value as the API server sends it (padded standard base64), decoded as
+/// the kubelet decodes it; `None` when it is not base64.
+pub fn decode_secret_data(encoded: &str) -> Option<Vec<u8>> {
+    go_base64::decode_base64(encoded.as_bytes(), true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::fixtures::{config_json, dockercfg, parse};

@@ -1,0 +1,130 @@
+//! The keys a brokered name may be sealed with (`crates/broker-reference`): every file of a
+//! mounted Secret, so that a key can be rotated (the new one added, the policy switched to it,
+//! the old one removed) without a restart. The kubelet updates a mounted Secret in place, so the
+//! directory is read again when a lookup arrives and the last reading is older than
+//! [`RELOAD_AFTER`]; a reading that fails keeps the keys already held.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use broker_reference::SealingKey;
+
+use crate::error::StartupError;
+
+/// How old the keys may be before the directory is read again: well under the kubelet's
+/// sync period for mounted Secrets (about a minute).
+pub const RELOAD_AFTER: Duration = Duration::from_secs(10);
+
+/// The sealing keys the broker accepts.
+pub struct Keys {
+    dir: PathBuf,
+    held: Mutex<(Instant, Arc<Vec<SealingKey>>)>,
+}
+
+impl Keys {
+    /// Reads the keys of `dir`; the broker does not start without one.
+    pub fn from_dir(dir: &Path) -> Result<Self, StartupError> {
+        let keys = read_dir(dir)?;
+        Ok(Keys {
+            dir: dir.to_owned(),
+            held: Mutex::new((Instant::now(), Arc::new(keys))),
+        })
+    }
+
+    /// The keys held, read again first when they are older than [`RELOAD_AFTER`].
+    pub fn current(&self) -> Arc<Vec<SealingKey>> {
+        let Ok(mut held) = self.held.lock() else {
+            return Arc::new(Vec::new());
+        };
+        if held.0.elapsed() >= RELOAD_AFTER {
+            // a directory caught mid-update, or emptied, keeps the keys already held
+            if let Ok(keys) = read_dir(&self.dir) {
+                held.1 = Arc::new(keys);
+            }
+            held.0 = Instant::now();
+        }
+        held.1.clone()
+    }
+}
+
+/// Every regular file of `dir` (a Secret mount's `..data` entries skipped) as a key. Errors
+/// name the file, never its content.
+fn read_dir(dir: &Path) -> Result<Vec<SealingKey>, StartupError> {
+    let read_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StartupError::Read { path, source }
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_error(dir))?
+        .filter_map(Result::ok)
+        .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file())
+        .collect();
+    paths.sort();
+    let mut keys = Vec::with_capacity(paths.len());
+    for path in paths {
+        let bytes = std::fs::read(&path).map_err(read_error(&path))?;
+        let key = SealingKey::from_secret(&bytes)
+            .map_err(|refusal| StartupError::Key { path, refusal })?;
+        keys.push(key);
+    }
+    if keys.is_empty() {
+        return Err(StartupError::NoKey {
+            dir: dir.to_owned(),
+        });
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_key_of_a_secret_mount_and_refuses_weak_ones() {
+        let dir = tempfile::tempdir().expect("dir");
+        let error = Keys::from_dir(dir.path())
+            .err()
+            .expect("no key")
+            .to_string();
+        assert!(error.ends_with(": no sealing key"), "{error}");
+        std::fs::write(dir.path().join("key"), "k".repeat(32) + "\n").expect("write");
+        std::fs::create_dir(dir.path().join("..data")).expect("mount dir");
+        std::fs::write(dir.path().join("..data/key"), "short").expect("write");
+        assert_eq!(Keys::from_dir(dir.path()).expect("keys").current().len(), 1);
+        std::fs::write(dir.path().join("previous"), "s3cret-but-short").expect("write");
+        let error = Keys::from_dir(dir.path()).err().expect("short").to_string();
+        assert!(
+            error.contains("previous") && error.contains("32 bytes"),
+            "{error}"
+        );
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+
+    #[test]
+    fn keeps_its_keys_when_the_mount_is_emptied() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("key"), "k".repeat(40)).expect("write");
+        let keys = Keys::from_dir(dir.path()).expect("keys");
+        std::fs::remove_file(dir.path().join("key")).expect("remove");
+        if let Ok(mut held) = keys.held.lock() {
+            held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
+        }
+        assert_eq!(keys.current().len(), 1);
+    }
+
+    #[test]
+    fn reads_a_rotated_key_after_its_reload_period() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("key"), "a".repeat(32)).expect("write");
+        let keys = Keys::from_dir(dir.path()).expect("keys");
+        std::fs::write(dir.path().join("next"), "b".repeat(32)).expect("write");
+        assert_eq!(keys.current().len(), 1, "read again too early");
+        if let Ok(mut held) = keys.held.lock() {
+            held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
+        }
+        assert_eq!(keys.current().len(), 2);
+    }
+}
