@@ -29,6 +29,9 @@ setup_file() {
     pull_secret_yaml team-a pur-alice "$REG_PUR" "$(pur_user alice)" "$(pur_password alice)"
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: builder" \
       "  namespace: team-a" "imagePullSecrets:" "  - name: regcred"
+    # a pull secret that does not decode: the kubelet fails every pull of a pod naming it
+    printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: broken" "  namespace: team-a" \
+      "type: kubernetes.io/dockerconfigjson" "data:" "  .dockerconfigjson: $(printf '{"auths": {' | base64 -w0)"
     pull_secret_yaml team-b regcred "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
     pull_secret_yaml team-b slow "$REG_SILENT" "$(pur_user erin)" "$(pur_password erin)"
     pull_secret_yaml kube-system admin "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
@@ -51,7 +54,8 @@ setup_file() {
   broker_policies "$BROKER_POLICIES" \
     brokered "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}" \
     all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}" \
-    direct '{"timeBudgetMs": 3000}'
+    direct '{"timeBudgetMs": 3000}' \
+    blind "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"keySecret\": $BROKER_KEY_SECRET}, \"pullSecrets\": {\"consult\": false}, \"timeBudgetMs\": 3000}"
   # a module that is not this policy, on the same policy server, looking up what it is told:
   # team-a's brokered names as anyone can write them (unsealed, a forged seal, another key's)
   local body="team-a/s.regcred/d.${REG_AUTH/:/_}/private/app"
@@ -157,6 +161,21 @@ no_broker_in_messages() {
     _fail_with "no lookup with the ServiceAccount's secrets"
 }
 
+@test "broker: a pull secret that does not decode is the kubelet's certain failure, found by the broker" {
+  # `blind` does not read pull secrets itself: only the broker sees this one
+  req=$(pod team-a "$REG_AUTH/private/app:v1" broken regcred)
+  output=$(broker_validate ps blind "$req")
+  assert_rejected
+  assert_message_contains "container \"app\"" "malformed pull secret" "team-a/broken" "read by the lookup broker"
+  no_broker_in_messages
+  broker_lookups_of team-a | jq -se 'any(.[]; .outcome == "malformedSecret" and .attempts == [])' >/dev/null ||
+    _fail_with "the broker asked a registry anyway: $(cat "$BROKER_LOG")"
+  # the policy that reads pull secrets itself says the same without the broker's help
+  output=$(broker_validate ps brokered "$req")
+  assert_rejected
+  assert_message_contains "malformed pull secret" "team-a/broken"
+}
+
 @test "broker: a policy server without the broker credential, or with a wrong one: a warning, never a denial" {
   local docker name
   for name in nocred wrongcred; do
@@ -175,6 +194,22 @@ no_broker_in_messages() {
   done
 }
 
+@test "broker: a broker that does not answer is named in the warning, never the registry" {
+  local port policies docker
+  port=$(free_port)
+  policies="$(e2e_workdir)/broker-down-policies.yml"
+  broker_policies "$policies" down \
+    "{\"lookupBroker\": {\"host\": \"127.0.0.1:$port\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}"
+  docker=$(write_docker_config down "127.0.0.1:$port" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")
+  broker_policy_server_start ps-down "$policies" "$docker" "$BROKER_PS_SOURCES" "$BROKER_KUBECONFIG"
+  output=$(broker_validate ps-down down "$(pod team-a "$REG_AUTH/private/app:v1" regcred)")
+  registry_stop ps-down
+  assert_allowed
+  assert_warning_contains "app" "not checked: lookup broker 127.0.0.1:$port did not answer"
+  # registry A is up and was never asked: no URL of it may be blamed
+  ! grep -qF "://$REG_AUTH" <<<"$output" || _fail_with "the warning blames $REG_AUTH: $output"
+}
+
 @test "broker: a silent registry costs the policy's warning within its budget; healthy lookups keep their latency" {
   local healthy other silent start took
   healthy=$(pod team-a "$REG_PUR/team/app:v1" pur-alice)
@@ -185,6 +220,8 @@ no_broker_in_messages() {
   took=$((($(date +%s%N) - start) / 1000000))
   assert_allowed
   assert_warning_contains "app" "registry unreachable" "$REG_SILENT"
+  # the broker's reason, not the size of its answer's body
+  assert_warning_contains "app" "through the lookup broker: UNAVAILABLE: "
   ((took < 3000)) || _fail_with "the silent registry took $took ms, over timeBudgetMs"
   # p50 of 15 healthy lookups while BACKGROUND is asked every 100 ms: the same load with a
   # healthy background request, then with the silent registry's

@@ -166,6 +166,16 @@ impl BrokerRoutes {
     /// holds another key): nothing was learnt about the image.
     pub fn explain(&self, error: &HostError, brokered: &str, location: &ImageReference) -> Failure {
         let registry = location.registry();
+        let malformed = error
+            .denied_words()
+            .and_then(|words| words.strip_prefix(broker_reference::MALFORMED_PULL_SECRET));
+        if let Some(problem) = malformed {
+            // the kubelet's keyring fails on it: every pull of the pod fails, this one included
+            return Failure::new(
+                FailureKind::MalformedPullSecret,
+                format!("{} (read by the lookup broker)", problem.trim()),
+            );
+        }
         if error.kind() == HostErrorKind::Unauthorized && !error.registry_denied() {
             return Failure::new(
                 FailureKind::Unreachable,
@@ -174,14 +184,35 @@ impl BrokerRoutes {
                 ),
             );
         }
+        if !error.got_an_answer() {
+            // the broker's own address, not the registry's: it is the one that did not answer
+            let host = &self.settings.host;
+            return Failure::new(
+                FailureKind::Unreachable,
+                format!(
+                    "not checked: lookup broker {host} did not answer ({})",
+                    self.without_name(&error.summary(), brokered)
+                ),
+            );
+        }
         let failure = error.failure();
-        let detail = self.in_terms_of(&failure.detail, brokered, location);
+        let words = error.answer_words().unwrap_or(failure.detail);
+        let detail = self.in_terms_of(&words, brokered, location);
+        // first, so that the cut of a long warning keeps it
         Failure {
-            detail: format!(
-                "{detail} (looked up with the pod's pull secrets through the lookup broker)"
-            ),
+            detail: format!("through the lookup broker: {detail}"),
             ..failure
         }
+    }
+
+    /// `text` with the encoded name of `brokered` left out of the broker's URLs.
+    fn without_name(&self, text: &str, brokered: &str) -> String {
+        let host = &self.settings.host;
+        let path = brokered
+            .strip_prefix(&format!("{host}/"))
+            .unwrap_or(brokered);
+        let encoded = path.split(['@', ':']).next().unwrap_or(path);
+        text.replace(&format!("/v2/{encoded}/"), "/v2/…/")
     }
 
     /// `text` with every spelling of the brokered reference (the broker's host, the encoded

@@ -163,6 +163,93 @@ fn a_broker_that_refuses_the_policy_server_is_a_warning_not_a_verdict() {
 }
 
 #[test]
+fn a_broker_that_does_not_answer_is_named_never_the_registry() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let unreachable = |reference: &str| {
+        let (host, name) = reference.split_once('/').expect("host/name");
+        let (name, tag) = name.rsplit_once(':').expect("tag");
+        format!("error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: error sending request for url (https://{host}/v2/{name}/manifests/{tag})")
+    };
+    let host = host()
+        .with_error(&app(), &unreachable(&app()))
+        .with_error(&migrate(), &unreachable(&migrate()));
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    for warning in warnings {
+        assert!(
+            warning.contains(&format!(
+                "not checked: lookup broker {BROKER} did not answer"
+            )),
+            "{warning}"
+        );
+        assert!(
+            !warning.contains("https://registry.example.com"),
+            "{warning}"
+        );
+        assert!(!warning.contains("r2/"), "{warning}");
+    }
+}
+
+#[test]
+fn the_brokers_reason_for_no_answer_is_kept_and_survives_the_cut() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let silent = |reference: &str| {
+        let (host, name) = reference.split_once('/').expect("host/name");
+        let (name, tag) = name.rsplit_once(':').expect("tag");
+        format!(
+            r#"error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Server error: url https://{host}/v2/{name}/manifests/{tag}, code: 503, message: {{"errors":[{{"code":"UNAVAILABLE","detail":null,"message":"timed out after 1000 ms"}}]}}"#
+        )
+    };
+    let host = host()
+        .with_error(&app(), &silent(&app()))
+        .with_error(&migrate(), &silent(&migrate()));
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    for warning in warnings {
+        assert!(warning.contains("through the lookup broker"), "{warning}");
+        assert!(
+            warning.contains("through the lookup broker: UNAVAILABLE: timed out after 1000 ms"),
+            "{warning}"
+        );
+        assert!(!warning.contains("non-registry body"), "{warning}");
+        assert!(!warning.contains("r2/"), "{warning}");
+    }
+}
+
+#[test]
+fn a_pull_secret_the_broker_cannot_decode_is_the_kubelets_certain_failure() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let malformed = r#"error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url x, envelope: OCI API errors: [OCI API error: denied: malformed pull secret secret "team-a/regcred": key ".dockerconfigjson" is not valid JSON (line 1, column 2); the kubelet fails every pull of the pod]"#;
+    let host = host()
+        .with_error(&app(), malformed)
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = response["message"].as_str().unwrap_or_default();
+    assert!(message.contains("malformed pull secret"), "{message}");
+    assert!(message.contains("team-a/regcred"), "{message}");
+    assert!(message.contains("read by the lookup broker"), "{message}");
+    assert!(!message.contains("r2/"), "{message}");
+}
+
+#[test]
+fn a_registrys_own_denial_is_never_read_as_a_malformed_secret() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    // a registry's words reach the policy only through a 404 (whose envelope the broker
+    // filters) or a 503: neither is a DENIED
+    let registry_words = r#"error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Server error: url https://x/v2/a/manifests/1, code: 503, message: {"errors":[{"code":"UNAVAILABLE","message":"denied: malformed pull secret"}]}"#;
+    let host = host()
+        .with_error(&app(), registry_words)
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+}
+
+#[test]
 fn refused_pull_secrets_are_the_unauthorized_verdict() {
     let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
     let denied = "error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Registry error: url x, envelope: OCI API errors: [OCI API error: denied: registry.example.com refused every credential]";

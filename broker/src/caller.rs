@@ -1,44 +1,70 @@
 //! Who may ask: only the policy server, with the Basic credential it holds for the broker's
 //! host (its `imagePullSecret` entry). Compared in constant time, on digests of the whole
 //! `username:password`, so neither the content nor the length leaks through timing.
+//!
+//! The credential can be rotated without a restart and without a lookup refused: the mounted
+//! Secret is read again every [`RELOAD_AFTER`], and besides `password` every `*-password` key
+//! (`next-password` during a switch) is accepted too (docs/broker.md, "Rotating the caller
+//! credential").
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::StartupError;
+use crate::keys::RELOAD_AFTER;
 
-/// The expected caller credential, kept only as a digest.
+/// The accepted caller credentials, kept only as digests.
 pub struct Caller {
-    expected: [u8; 32],
+    dir: Option<PathBuf>,
+    held: Mutex<(Instant, Arc<Vec<[u8; 32]>>)>,
 }
 
 impl Caller {
     /// The caller that sends `username` and `password`.
+    #[cfg(test)]
     pub fn new(username: &str, password: &str) -> Self {
         Caller {
-            expected: digest(format!("{username}:{password}").as_bytes()),
+            dir: None,
+            held: Mutex::new((
+                Instant::now(),
+                Arc::new(vec![digest(format!("{username}:{password}").as_bytes())]),
+            )),
         }
     }
 
-    /// Reads `username` and `password` from a directory (a mounted `kubernetes.io/basic-auth`
-    /// Secret); trailing newlines are ignored. Errors name the file, never its content.
-    pub fn from_dir(dir: &std::path::Path) -> Result<Self, StartupError> {
-        let read = |name: &str| {
-            let path = dir.join(name);
-            std::fs::read_to_string(&path)
-                .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
-                .map_err(|source| StartupError::Read { path, source })
+    /// Reads `username` and `password` (and any `*-password`) from a directory (a mounted
+    /// `kubernetes.io/basic-auth` Secret); trailing newlines are ignored. Errors name the file,
+    /// never its content.
+    pub fn from_dir(dir: &Path) -> Result<Self, StartupError> {
+        let accepted = read_dir(dir)?;
+        Ok(Caller {
+            dir: Some(dir.to_owned()),
+            held: Mutex::new((Instant::now(), Arc::new(accepted))),
+        })
+    }
+
+    /// The accepted digests, read again first when older than [`RELOAD_AFTER`]; a reading
+    /// that fails (a mount caught mid-update) keeps the credentials already held.
+    fn accepted(&self) -> Arc<Vec<[u8; 32]>> {
+        let Ok(mut held) = self.held.lock() else {
+            return Arc::new(Vec::new());
         };
-        let (username, password) = (read("username")?, read("password")?);
-        if username.is_empty() || password.is_empty() {
-            return Err(StartupError::EmptyCaller {
-                dir: dir.to_owned(),
-            });
+        if let Some(dir) = &self.dir {
+            if held.0.elapsed() >= RELOAD_AFTER {
+                if let Ok(accepted) = read_dir(dir) {
+                    held.1 = Arc::new(accepted);
+                }
+                held.0 = Instant::now();
+            }
         }
-        Ok(Caller::new(&username, &password))
+        held.1.clone()
     }
 
-    /// True when `authorization` (the header's value) carries the expected Basic credential.
+    /// True when `authorization` (the header's value) carries an accepted Basic credential.
     pub fn admits(&self, authorization: Option<&[u8]>) -> bool {
         let Some(encoded) = authorization.and_then(|v| {
             let (scheme, rest) = std::str::from_utf8(v).ok()?.split_once(' ')?;
@@ -51,8 +77,46 @@ impl Caller {
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
             return false;
         };
-        constant_time_eq(&digest(&decoded), &self.expected)
+        let offered = digest(&decoded);
+        // every digest compared, so the time says nothing of which one matched
+        self.accepted().iter().fold(false, |found, expected| {
+            constant_time_eq(&offered, expected) | found
+        })
     }
+}
+
+/// The digests of `username` with `password` and with every `*-password` of `dir`.
+fn read_dir(dir: &Path) -> Result<Vec<[u8; 32]>, StartupError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
+            .map_err(|source| StartupError::Read { path, source })
+    };
+    let (username, password) = (read("username")?, read("password")?);
+    let mut passwords = vec![password];
+    let entries = std::fs::read_dir(dir).map_err(|source| StartupError::Read {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut others: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.ends_with("-password") && !name.starts_with('.'))
+        .collect();
+    others.sort();
+    for name in others {
+        passwords.push(read(&name)?);
+    }
+    if username.is_empty() || passwords.iter().any(String::is_empty) {
+        return Err(StartupError::EmptyCaller {
+            dir: dir.to_owned(),
+        });
+    }
+    Ok(passwords
+        .iter()
+        .map(|password| digest(format!("{username}:{password}").as_bytes()))
+        .collect())
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
@@ -111,5 +175,31 @@ mod tests {
         assert!(error.ends_with(": empty username or password"), "{error}");
         assert!(!error.contains("u:"), "{error}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_rotation_accepts_both_passwords_then_only_the_new_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("username"), "u").expect("write");
+        std::fs::write(dir.path().join("password"), "old").expect("write");
+        std::fs::write(dir.path().join("next-password"), "new\n").expect("write");
+        let caller = Caller::from_dir(dir.path()).expect("caller");
+        assert!(caller.admits(Some(&basic("u:old"))));
+        assert!(caller.admits(Some(&basic("u:new"))));
+        assert!(!caller.admits(Some(&basic("u:next"))));
+        // the switch done: `password` is the new one, `next-password` gone
+        std::fs::write(dir.path().join("password"), "new").expect("write");
+        std::fs::remove_file(dir.path().join("next-password")).expect("remove");
+        if let Ok(mut held) = caller.held.lock() {
+            held.0 -= RELOAD_AFTER;
+        }
+        assert!(caller.admits(Some(&basic("u:new"))));
+        assert!(!caller.admits(Some(&basic("u:old"))));
+        // a mount caught mid-update keeps what was held
+        std::fs::remove_file(dir.path().join("password")).expect("remove");
+        if let Ok(mut held) = caller.held.lock() {
+            held.0 -= RELOAD_AFTER;
+        }
+        assert!(caller.admits(Some(&basic("u:new"))));
     }
 }

@@ -19,6 +19,12 @@ use serde_json::Value;
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The most objects kept in the cache.
 const MAX_CACHED: usize = 4096;
+/// The most bytes of objects kept in the cache (as the API server sent them): Secrets are up
+/// to 1 MiB each, so a count alone would allow gigabytes.
+const MAX_CACHED_BYTES: usize = 16 << 20;
+/// The largest object read: etcd stores at most 1.5 MiB per object, so a longer answer is no
+/// object of the cluster.
+const MAX_OBJECT_BYTES: usize = 2 << 20;
 
 /// Why the pull secrets of a lookup could not be read: the lookup cannot know which
 /// credentials the kubelet would have.
@@ -111,21 +117,56 @@ pub struct Cluster {
     api: ApiServer,
     client: reqwest::Client,
     ttl: Duration,
-    cache: Mutex<HashMap<String, (Instant, Fetched)>>,
+    cache: Mutex<Cache>,
+}
+
+/// Fetched objects by key, with when they were fetched and their size.
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<String, (Instant, Fetched, usize)>,
+    bytes: usize,
+}
+
+impl Cache {
+    fn get(&self, key: &str, ttl: Duration) -> Option<Fetched> {
+        let (at, fetched, _) = self.entries.get(key)?;
+        (at.elapsed() < ttl).then(|| fetched.clone())
+    }
+
+    /// Keeps `fetched` within the cache's bounds: expired entries go first, then all.
+    fn insert(&mut self, key: String, fetched: Fetched, size: usize, ttl: Duration) {
+        if let Some((_, _, old)) = self.entries.remove(&key) {
+            self.bytes -= old;
+        }
+        if self.entries.len() >= MAX_CACHED || self.bytes + size > MAX_CACHED_BYTES {
+            self.entries.retain(|_, (at, _, _)| at.elapsed() < ttl);
+            self.bytes = self.entries.values().map(|(_, _, size)| size).sum();
+            if self.entries.len() >= MAX_CACHED || self.bytes + size > MAX_CACHED_BYTES {
+                *self = Cache::default();
+            }
+        }
+        self.bytes += size;
+        self.entries.insert(key, (Instant::now(), fetched, size));
+    }
 }
 
 /// The keyring of a lookup, and what was skipped on the way (names only).
 pub struct PullSecrets {
     /// The credentials every usable secret gives, in the kubelet's order.
     pub keyring: Keyring,
-    /// Secrets that were missing or unusable, for the log line.
+    /// Secrets that were missing or of another type, for the log line (the kubelet skips
+    /// them).
     pub skipped: Vec<String>,
+    /// Why a pull secret does not decode (names the secret and key, never a byte of it): the
+    /// kubelet then fails every pull of the pod.
+    pub malformed: Option<String>,
 }
 
 impl Cluster {
     /// A client of `api`, caching objects for `ttl`; every request is bounded by `timeout`.
     pub fn new(api: ApiServer, ttl: Duration, timeout: Duration) -> Result<Self, ClusterError> {
-        let mut builder = reqwest::Client::builder().timeout(timeout);
+        // the API server is in the cluster: no proxy from the environment stands in between
+        let mut builder = reqwest::Client::builder().timeout(timeout).no_proxy();
         if let Some(ca) = &api.ca_file {
             let pem = std::fs::read(ca).map_err(|source| ClusterError::Read {
                 path: ca.clone(),
@@ -148,9 +189,10 @@ impl Cluster {
         })
     }
 
-    /// The keyring `credentials` give in `namespace`. Missing and malformed secrets are
-    /// skipped, as the kubelet skips them; an API server that cannot answer is an error (the
-    /// lookup cannot know which credentials the kubelet would have).
+    /// The keyring `credentials` give in `namespace`. Missing secrets and secrets of another
+    /// type are skipped, as the kubelet skips them; the first that does not decode is kept in
+    /// `malformed`, since the kubelet's keyring fails on it; an API server that cannot answer
+    /// is an error (the lookup cannot know which credentials the kubelet would have).
     pub async fn pull_secrets(
         &self,
         namespace: &str,
@@ -170,6 +212,7 @@ impl Cluster {
             }
         };
         let mut keyring = Keyring::new();
+        let mut malformed = None;
         for name in names {
             if !broker_reference::is_dns_subdomain(&name) {
                 skipped.push(format!("secret/{name}"));
@@ -177,17 +220,29 @@ impl Cluster {
             }
             match self.get("secrets", namespace, &name).await? {
                 Fetched::Missing => skipped.push(format!("secret/{name}")),
-                Fetched::Object(secret) => match parse_pull_secret(&name, &secret) {
-                    Ok(entries) => {
-                        for (key, credential) in entries {
-                            keyring.add(&key, credential);
+                Fetched::Object(secret) => {
+                    match parse_pull_secret(&format!("{namespace}/{name}"), &secret) {
+                        Ok(entries) => {
+                            for (key, credential) in entries {
+                                keyring.add(&key, credential);
+                            }
+                        }
+                        Err(error) if error.is_wrong_type() => {
+                            skipped.push(format!("secret/{name}"))
+                        }
+                        Err(error) => {
+                            skipped.push(format!("secret/{name}"));
+                            malformed.get_or_insert_with(|| error.to_string());
                         }
                     }
-                    Err(_) => skipped.push(format!("secret/{name}")),
-                },
+                }
             }
         }
-        Ok(PullSecrets { keyring, skipped })
+        Ok(PullSecrets {
+            keyring,
+            skipped,
+            malformed,
+        })
     }
 
     async fn get(
@@ -197,10 +252,8 @@ impl Cluster {
         name: &str,
     ) -> Result<Fetched, ClusterError> {
         let key = format!("{resource}/{namespace}/{name}");
-        if let Some((at, fetched)) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            if at.elapsed() < self.ttl {
-                return Ok(fetched);
-            }
+        if let Some(fetched) = self.cache.lock().ok().and_then(|c| c.get(&key, self.ttl)) {
+            return Ok(fetched);
         }
         let url = format!(
             "{}/api/v1/namespaces/{namespace}/{resource}/{name}",
@@ -222,14 +275,16 @@ impl Cluster {
             .await
             .map_err(|e| ClusterError::Transport(e.without_url()))?;
         let object = || format!("{resource} {namespace}/{name}");
-        let fetched = match response.status().as_u16() {
-            200 => Fetched::Object(Arc::new(
-                response
-                    .json::<Value>()
+        let (fetched, size) = match response.status().as_u16() {
+            200 => {
+                let body = read_object(response)
                     .await
-                    .map_err(|_| ClusterError::Unreadable { object: object() })?,
-            )),
-            404 => Fetched::Missing,
+                    .ok_or_else(|| ClusterError::Unreadable { object: object() })?;
+                let value = serde_json::from_slice::<Value>(&body)
+                    .map_err(|_| ClusterError::Unreadable { object: object() })?;
+                (Fetched::Object(Arc::new(value)), body.len())
+            }
+            404 => (Fetched::Missing, 0),
             status => {
                 return Err(ClusterError::Status {
                     status,
@@ -238,15 +293,51 @@ impl Cluster {
             }
         };
         if let Ok(mut cache) = self.cache.lock() {
-            if cache.len() >= MAX_CACHED {
-                let ttl = self.ttl;
-                cache.retain(|_, (at, _)| at.elapsed() < ttl);
-                if cache.len() >= MAX_CACHED {
-                    cache.clear();
-                }
-            }
-            cache.insert(key, (Instant::now(), fetched.clone()));
+            cache.insert(key.clone(), fetched.clone(), key.len() + size, self.ttl);
         }
         Ok(fetched)
+    }
+}
+
+/// The body of an API answer, `None` beyond [`MAX_OBJECT_BYTES`] or when it breaks off.
+async fn read_object(mut response: reqwest::Response) -> Option<Vec<u8>> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_OBJECT_BYTES as u64)
+    {
+        return None;
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.ok()? {
+        if body.len() + chunk.len() > MAX_OBJECT_BYTES {
+            return None;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Some(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes() {
+        let ttl = Duration::from_secs(60);
+        let mut cache = Cache::default();
+        let object = Fetched::Object(Arc::new(Value::Null));
+        for i in 0..40 {
+            cache.insert(format!("secret/ns/s{i}"), object.clone(), 1 << 20, ttl);
+            assert!(cache.bytes <= MAX_CACHED_BYTES, "{} bytes", cache.bytes);
+            assert!(cache.get(&format!("secret/ns/s{i}"), ttl).is_some());
+        }
+        cache.insert("secret/ns/s39".into(), Fetched::Missing, 10, ttl);
+        assert!(matches!(
+            cache.get("secret/ns/s39", ttl),
+            Some(Fetched::Missing)
+        ));
+        let sum: usize = cache.entries.values().map(|(_, _, size)| size).sum();
+        assert_eq!(cache.bytes, sum);
+        assert!(cache.get("secret/ns/s39", Duration::ZERO).is_none());
     }
 }

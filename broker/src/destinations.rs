@@ -8,16 +8,22 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// Networks refused unless allowed (`--allow-destination`): loopback, link-local (cloud
-/// metadata endpoints such as 169.254.169.254 live there), unspecified and the IPv6 metadata
-/// address some clouds use.
-pub const DEFAULT_DENIED: [&str; 7] = [
+/// metadata endpoints such as 169.254.169.254 live there), unspecified, carrier-grade NAT
+/// (Alibaba's metadata at 100.100.100.200, and the pod ranges of some clusters), Azure's
+/// platform address, IPv6 unique-local (AWS's metadata at fd00:ec2::254) and NAT64 (which
+/// reaches any IPv4 address, refused ones included). The cluster's own pod and service ranges
+/// differ per cluster: `--deny-destination` adds them (deploy/broker.yaml).
+pub const DEFAULT_DENIED: [&str; 10] = [
     "127.0.0.0/8",
     "::1/128",
     "169.254.0.0/16",
     "fe80::/10",
     "0.0.0.0/8",
     "::/128",
-    "fd00:ec2::254/128",
+    "100.64.0.0/10",
+    "168.63.129.16/32",
+    "fc00::/7",
+    "64:ff9b::/96",
 ];
 
 /// Host names of metadata services, refused whatever they resolve to.
@@ -247,6 +253,12 @@ mod tests {
             "broker.kw.svc.:8443",
             "[::ffff:127.0.0.1]:5000",
             "0.0.0.0:5000",
+            "100.100.100.200",
+            "100.64.0.1:5000",
+            "168.63.129.16",
+            "[fd00:ec2::254]",
+            "[fd12:3456::1]:5000",
+            "[64:ff9b::a9fe:a9fe]",
         ] {
             assert!(r.refuses_registry(registry).is_some(), "{registry}");
         }
@@ -276,6 +288,17 @@ mod tests {
         assert!(!r.allows_url(&url("http://169.254.169.254/token")));
         assert!(!r.allows_url(&url("http://[::1]:5000/v2/")));
         assert!(!r.allows_url(&url("https://broker.kw.svc:8443/v2/")));
+        assert!(!r.allows_url(&url("http://100.100.100.200/latest/meta-data/")));
+        assert!(!r.allows_url(&url("http://[64:ff9b::7f00:1]/")));
         assert!(r.allows_url(&url("https://auth.example/token")));
+    }
+
+    #[test]
+    fn the_clusters_own_ranges_can_be_added() {
+        let mut denied = default_denied();
+        denied.push(Network::parse("10.96.0.0/12").expect("net"));
+        let r = Destinations::new(denied, Vec::new(), Vec::new());
+        assert!(r.refuses_registry("10.96.0.10:5000").is_some());
+        assert_eq!(r.refuses_registry("10.244.0.5:5000"), None);
     }
 }

@@ -73,4 +73,7 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
+    /// SIGTERM or SIGINT cannot be listened for: the broker could not drain on a rollout.
+    #[error("cannot listen for SIGTERM and SIGINT: {0}")]
+    Signal(#[source] std::io::Error),
 }

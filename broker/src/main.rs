@@ -10,6 +10,7 @@ mod keys;
 mod metrics;
 mod server;
 mod service;
+mod tls;
 mod unanswerable;
 
 use std::net::SocketAddr;
@@ -22,12 +23,14 @@ use clap::Parser;
 use registry_client::pool::{Pool, PoolOptions};
 use registry_client::sources::Sources;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{ApiServer, Cluster};
 use crate::destinations::{Destinations, Network};
 use crate::error::StartupError;
 use crate::metrics::Metrics;
+use crate::server::Connections;
 use crate::service::{Broker, Limits};
 
 /// The broker's command line; every option also reads an environment variable.
@@ -71,7 +74,8 @@ struct Args {
     #[arg(long = "own-host", env = "BROKER_OWN_HOSTS", value_delimiter = ',')]
     own_hosts: Vec<String>,
     /// Networks (CIDR) never connected to, beyond the defaults (loopback, link-local,
-    /// unspecified, metadata).
+    /// unspecified, CGNAT, unique-local, NAT64, metadata): the cluster's own pod and service
+    /// ranges.
     #[arg(
         long = "deny-destination",
         env = "BROKER_DENY_DESTINATIONS",
@@ -109,6 +113,19 @@ struct Args {
     /// How long Secrets and ServiceAccounts are cached (s).
     #[arg(long, env = "BROKER_CACHE_SECONDS", default_value_t = 10)]
     cache_seconds: u64,
+    /// Connections the distribution API serves at once; past it, new ones wait in the
+    /// kernel's backlog until one closes (the metrics port has its own 64).
+    #[arg(long, env = "BROKER_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: u32,
+    /// How long a client has for the TLS handshake and for each request's headers, on both
+    /// ports (ms): a client that trickles them holds a connection no longer.
+    #[arg(long, env = "BROKER_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// On SIGTERM or SIGINT, how long the lookups in flight may take to finish before the
+    /// broker exits (s); keep it under the pod's `terminationGracePeriodSeconds` (30 s by
+    /// default) and over --lookup-timeout-ms.
+    #[arg(long, env = "BROKER_DRAIN_SECONDS", default_value_t = 5)]
+    drain_seconds: u64,
 }
 
 fn networks(list: &[String]) -> Result<Vec<Network>, StartupError> {
@@ -144,6 +161,7 @@ impl Args {
                 connect_timeout: Some(Duration::from_millis(self.connect_timeout_ms)),
                 max_registries: Some(self.max_registries),
                 allow_url: Some(Arc::new(move |url| guard.allows_url(url))),
+                untrusted_registries: true,
             },
         ))
     }
@@ -207,6 +225,7 @@ async fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupE
 
 async fn run(args: Args) -> Result<(), StartupError> {
     registry_client::install_tls_provider();
+    let mut signals = Signals::new()?;
     let metrics = Arc::new(Metrics::default());
     let broker = Arc::new(args.broker(metrics.clone())?);
     let tls = args.tls()?;
@@ -221,13 +240,83 @@ async fn run(args: Args) -> Result<(), StartupError> {
             "tls": tls.is_some(),
         })
     );
+    let header_timeout = Duration::from_millis(args.header_timeout_ms.max(100));
+    let api = Connections::new(args.max_connections, header_timeout);
+    let accepting = tokio::spawn(server::serve(listener, tls, broker, api.clone()));
+    // the metrics port serves to the end, so that probes see the drain's 503
+    let probes = Connections::new(server::METRICS_CONNECTIONS, header_timeout);
+    tokio::spawn(server::serve_metrics(
+        metrics_listener,
+        metrics.clone(),
+        probes,
+    ));
     metrics.set_ready();
-    tokio::select! {
-        _ = server::serve(listener, tls, broker) => {}
-        _ = server::serve_metrics(metrics_listener, metrics) => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    signals.next().await;
+    metrics.set_not_ready();
+    drain(
+        &api,
+        accepting,
+        Duration::from_secs(args.drain_seconds),
+        &mut signals,
+    )
+    .await;
     Ok(())
+}
+
+/// Stops accepting (the API port closes), then waits for the connections open to finish
+/// their current request, until `deadline` or a second signal; one JSON line as it starts
+/// and one as it ends.
+async fn drain(
+    api: &Connections,
+    accepting: tokio::task::JoinHandle<()>,
+    deadline: Duration,
+    signals: &mut Signals,
+) {
+    api.stop();
+    // returns at once: the accept loop watches the stop; after it, no connection is added
+    let _ = accepting.await;
+    println!(
+        "{}",
+        serde_json::json!({
+            "msg": "draining",
+            "connections": api.open(),
+            "deadlineSeconds": deadline.as_secs(),
+        })
+    );
+    let unfinished = tokio::select! {
+        unfinished = api.drain(deadline) => unfinished,
+        () = signals.next() => api.open(),
+    };
+    println!(
+        "{}",
+        serde_json::json!({ "msg": "stopped", "unfinished": unfinished })
+    );
+}
+
+/// SIGTERM (what the kubelet sends a container's PID 1 on a rollout or an eviction) and
+/// SIGINT (ctrl-c): either starts the drain, a second one ends it.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    /// Listens for both from now on (before the ports open, so none is missed).
+    fn new() -> Result<Self, StartupError> {
+        let listen = |kind| signal(kind).map_err(StartupError::Signal);
+        Ok(Self {
+            terminate: listen(SignalKind::terminate())?,
+            interrupt: listen(SignalKind::interrupt())?,
+        })
+    }
+
+    /// The next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -242,7 +331,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    let result = runtime.block_on(run(args));
+    // what the drain left (connections past its deadline, a DNS lookup on a blocking thread)
+    // is dropped, not waited for
+    runtime.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("resolvable-images-broker: {e}");

@@ -37,6 +37,12 @@ impl Metrics {
         self.ready.store(true, Ordering::SeqCst);
     }
 
+    /// Marks the broker not ready: it is draining (SIGTERM), so that `/readyz` takes it out of
+    /// the Service's endpoints while the lookups in flight finish.
+    pub fn set_not_ready(&self) {
+        self.ready.store(false, Ordering::SeqCst);
+    }
+
     /// Whether `/readyz` says ready.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
@@ -137,6 +143,16 @@ impl Drop for InFlight<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_starts_false_turns_true_then_false_for_the_drain() {
+        let m = Metrics::default();
+        assert!(!m.is_ready());
+        m.set_ready();
+        assert!(m.is_ready());
+        m.set_not_ready();
+        assert!(!m.is_ready());
+    }
 
     #[test]
     fn renders_counters_and_a_consistent_histogram() {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use broker_reference::{BrokeredName, Credentials, ManifestReference};
+use broker_reference::{BrokeredName, Credentials, ManifestReference, MALFORMED_PULL_SECRET};
 use kubelet_credentials::Credential;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
@@ -254,6 +254,15 @@ impl Broker {
             error,
         })?;
         line.skipped = secrets.skipped;
+        if let Some(problem) = secrets.malformed {
+            // the kubelet's keyring fails on it before any registry is asked
+            line.outcome = "malformedSecret";
+            return Ok(Answer::error(
+                403,
+                "DENIED",
+                &format!("denied: {MALFORMED_PULL_SECRET} {problem}; the kubelet fails every pull of the pod"),
+            ));
+        }
         let image = format!("{}/{}", name.registry, name.repository);
         let credentials: Vec<Credential> = secrets
             .keyring
@@ -277,7 +286,7 @@ impl Broker {
             |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get),
         )
         .await;
-        if lookup.attempts.iter().any(Attempt::got_no_answer) {
+        if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             gate.went_silent(self.limits.silent_backoff);
         }
         line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
@@ -285,27 +294,7 @@ impl Broker {
             self.metrics.attempt(attempt.word());
         }
         line.outcome = lookup.outcome.word();
-        Ok(match lookup.outcome {
-            Outcome::Found { index, found } => {
-                line.served_by = Some(index);
-                found_answer(found)
-            }
-            Outcome::NotFound { envelope } => not_found_answer(envelope),
-            Outcome::Unauthorized => Answer::error(
-                403,
-                "DENIED",
-                // oci-client shows only the message: it starts with the word clients classify by
-                &format!(
-                    "denied: {registry} refused every credential the pod's pull secrets give it ({})",
-                    describe(&name.credentials)
-                ),
-            ),
-            Outcome::Unreachable { reason } => {
-                let message = format!("{registry} gave no definitive answer: {reason}");
-                line.reason = Some(reason.to_string());
-                Answer::error(503, "UNAVAILABLE", &message)
-            }
-        })
+        Ok(outcome_answer(lookup.outcome, &name, line))
     }
 
     /// The destination check, the registry's gate and the concurrency permits of a lookup of
@@ -383,18 +372,22 @@ impl Broker {
     /// The gate of `registry`, made on first use; `None` when the broker already follows
     /// `max_registries` registries that are all busy.
     fn gate(&self, registry: &str) -> Option<Arc<Gate>> {
+        let key = broker_reference::registry_key(registry);
         let mut map = self.per_registry.lock().ok()?;
-        if map.len() >= self.limits.max_registries && !map.contains_key(registry) {
-            // forget idle registries that are not silent; busy ones keep their limit
-            map.retain(|_, g| {
-                g.slots.available_permits() < self.limits.max_per_registry || g.silent()
-            });
+        if map.len() >= self.limits.max_registries && !map.contains_key(&key) {
+            let busy = |g: &Arc<Gate>| g.slots.available_permits() < self.limits.max_per_registry;
+            // forget idle registries that are not silent, then idle silent ones (names a Pod
+            // author made up must not lock every other registry out); busy ones keep their limit
+            map.retain(|_, g| busy(g) || g.silent());
+            if map.len() >= self.limits.max_registries {
+                map.retain(|_, g| busy(g));
+            }
             if map.len() >= self.limits.max_registries {
                 return None;
             }
         }
         Some(
-            map.entry(registry.to_owned())
+            map.entry(key)
                 .or_insert_with(|| {
                     Arc::new(Gate {
                         slots: Arc::new(Semaphore::new(self.limits.max_per_registry)),
@@ -443,8 +436,55 @@ fn found_answer(found: Found) -> Answer {
 }
 
 /// A 404 with the registry's own envelope, else a `MANIFEST_UNKNOWN` one.
+/// The answer a lookup's outcome gets, its details written to the log line.
+fn outcome_answer(outcome: Outcome, name: &BrokeredName, line: &mut LogLine) -> Answer {
+    match outcome {
+        Outcome::Found { index, found } => {
+            line.served_by = Some(index);
+            found_answer(found)
+        }
+        Outcome::NotFound { envelope } => not_found_answer(envelope),
+        Outcome::Unauthorized => Answer::error(
+            403,
+            "DENIED",
+            // oci-client shows only the message: it starts with the word clients classify by
+            &format!(
+                "denied: {} refused every credential the pod's pull secrets give it ({})",
+                name.registry,
+                describe(&name.credentials)
+            ),
+        ),
+        Outcome::Unreachable { reason } => {
+            // the reason alone: the policy's warning names the registry, and has little room
+            let message = reason.to_string();
+            line.reason = Some(message.clone());
+            Answer::error(503, "UNAVAILABLE", &message)
+        }
+    }
+}
+
+/// A 404 with the registry's not-found errors only: any other error of its envelope (a
+/// `DENIED` with words of the registry's choosing) is left out, so that what the policy reads
+/// as the broker's own words can only be the broker's.
 fn not_found_answer(envelope: Option<String>) -> Answer {
-    let body = envelope.unwrap_or_else(|| {
+    const NOT_FOUND_CODES: [&str; 3] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN", "NOT_FOUND"];
+    let kept = envelope
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|envelope| {
+            let errors: Vec<serde_json::Value> = envelope
+                .get("errors")?
+                .as_array()?
+                .iter()
+                .filter(|e| {
+                    e.get("code")
+                        .and_then(|c| c.as_str())
+                        .is_some_and(|c| NOT_FOUND_CODES.contains(&c))
+                })
+                .cloned()
+                .collect();
+            (!errors.is_empty()).then(|| json!({"errors": errors}).to_string())
+        });
+    let body = kept.unwrap_or_else(|| {
         json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
             .to_string()
     });

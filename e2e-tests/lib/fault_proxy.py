@@ -21,6 +21,13 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
   notmanifest  answers 200 everywhere; the manifest is a JSON document that is no image
                manifest (and HEAD carries no Docker-Content-Digest).
   tls          HTTPS with --cert/--key (a certificate for another name), then 200s.
+  hostile      a registry that tries to exhaust its client (--what):
+                 manifest  200 to every manifest GET, a chunked body of --bytes (1 GiB)
+                 error     404 with a chunked body of --bytes
+                 header    a status line, then one header line that never ends
+                 drip      200 with Content-Length 4096, one byte every 200 ms
+                 redirect  307 to --location (e.g. the same path on another host)
+                 realm     401 with a Bearer challenge whose realm is --location
 
 Only the standard library: it runs wherever python3 does.
 """
@@ -142,6 +149,60 @@ def run_reset(args):
     serve_tcp(args, handle)
 
 
+def run_hostile(args):
+    """One answer per connection, written until the client gives up (or --bytes is sent)."""
+    chunk = b"x" * 65536
+
+    def flood(conn, head):
+        conn.sendall(head)
+        sent = 0
+        while sent < args.bytes:
+            conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+        conn.sendall(b"0\r\n\r\n")
+
+    def handle(conn):
+        try:
+            request = conn.recv(65536).decode("latin-1")
+            method, path = (request.split(" ") + ["", ""])[:2]
+            log(args, f"{method} {path}")
+            what = args.what
+            if what == "manifest":
+                if method == "HEAD":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                                 b"Content-Type: application/vnd.oci.image.manifest.v1+json\r\n\r\n" % args.bytes)
+                else:
+                    flood(conn, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                                b"Content-Type: application/vnd.oci.image.manifest.v1+json\r\n\r\n")
+            elif what == "error":
+                flood(conn, b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n"
+                            b"Content-Type: application/json\r\n\r\n")
+            elif what == "header":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Flood: ")
+                sent = 0
+                while sent < args.bytes:
+                    conn.sendall(chunk)
+                    sent += len(chunk)
+            elif what == "drip":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4096\r\n"
+                             b"Content-Type: application/vnd.oci.image.manifest.v1+json\r\n\r\n")
+                for _ in range(4096):
+                    time.sleep(0.2)
+                    conn.sendall(b" ")
+            elif what == "redirect":
+                conn.sendall(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: %s%s\r\n"
+                             b"Content-Length: 0\r\n\r\n" % (args.location.encode(), path.encode()))
+            elif what == "realm":
+                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"%s\","
+                             b"service=\"hostile\"\r\nContent-Length: 0\r\n\r\n" % args.location.encode())
+        except OSError as e:
+            log(args, f"client gave up: {e}")
+        finally:
+            conn.close()
+
+    serve_tcp(args, handle)
+
+
 def http_handler(args):
     """The request handler of the HTTP modes (status, html, notmanifest, tls)."""
 
@@ -201,7 +262,11 @@ def run_http(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", required=True,
-                        choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls"])
+                        choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls", "hostile"])
+    parser.add_argument("--what", choices=["manifest", "error", "header", "drip", "redirect", "realm"],
+                        help="hostile: how it misbehaves")
+    parser.add_argument("--bytes", type=int, default=1 << 30, help="hostile: how much it sends")
+    parser.add_argument("--location", help="hostile redirect/realm: the URL it names")
     parser.add_argument("--port-file", required=True, help="where to write the chosen port")
     parser.add_argument("--upstream", help="delay: HOST:PORT of the real registry")
     parser.add_argument("--delay-ms", type=int, default=0)
@@ -222,6 +287,10 @@ def main():
         run_hang(args)
     elif args.mode == "reset":
         run_reset(args)
+    elif args.mode == "hostile":
+        if not args.what or (args.what in ("redirect", "realm") and not args.location):
+            parser.error("--mode hostile needs --what (and --location for redirect, realm)")
+        run_hostile(args)
     else:
         if args.mode == "status" and not args.status:
             parser.error("--mode status needs --status")

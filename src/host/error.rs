@@ -31,6 +31,9 @@ pub struct HostError {
     /// An [`HostErrorKind::Unauthorized`] whose registry said `DENIED` (it refused the
     /// credential it was sent), as opposed to a bare 401 asking for one.
     denied: bool,
+    /// Whether the text carries an HTTP answer (a status, an OCI error), as opposed to a
+    /// request that never got one (refused connection, time-out, TLS).
+    answered: bool,
 }
 
 /// Longest detail quoted from a host error, so one odd registry cannot flood a message.
@@ -90,7 +93,16 @@ impl HostError {
         let kind = classify_lookup(&text);
         let denied =
             kind == HostErrorKind::Unauthorized && text.to_ascii_lowercase().contains("denied");
-        HostError { kind, text, denied }
+        let lower = text.to_ascii_lowercase();
+        let answered = kind != HostErrorKind::Unreachable
+            || http_status(&lower).is_some()
+            || lower.contains("oci api error");
+        HostError {
+            kind,
+            text,
+            denied,
+            answered,
+        }
     }
 
     /// An error of a Kubernetes capability (`kubernetes/…`).
@@ -108,6 +120,7 @@ impl HostError {
             kind,
             text,
             denied: false,
+            answered: kind != HostErrorKind::Unreachable,
         }
     }
 
@@ -121,6 +134,34 @@ impl HostError {
     /// its refusal of the policy server.
     pub fn registry_denied(&self) -> bool {
         self.denied
+    }
+
+    /// The words of an OCI `DENIED` error after its `denied: `, when the text has one: what
+    /// the lookup broker says of a pod's pull secrets (it writes every `DENIED` it sends).
+    pub fn denied_words(&self) -> Option<&str> {
+        const MARK: &str = "oci api error: denied: ";
+        if !self.denied {
+            return None;
+        }
+        let at = self.text.to_ascii_lowercase().find(MARK)? + MARK.len();
+        let rest = self.text[at..].lines().next().unwrap_or_default();
+        Some(rest.trim_end().trim_end_matches(']'))
+    }
+
+    /// True when a server answered (with a status or an OCI error): the lookup reached
+    /// whoever it asked. False for a connection that failed or timed out.
+    pub fn got_an_answer(&self) -> bool {
+        self.answered
+    }
+
+    /// `CODE: message` when the text is a server error whose body is in the OCI error format:
+    /// the words of whoever answered, without the URL and status (the lookup broker's reason,
+    /// in the room a warning has).
+    pub fn answer_words(&self) -> Option<String> {
+        let head = self.text.split("\n\nCaused by:").next()?;
+        http_status(&head.to_ascii_lowercase())?;
+        let (_, body) = head.split_once(", message: ")?;
+        envelope_words(body)
     }
 
     /// True when the registry or the API server said the thing does not exist.
@@ -216,6 +257,8 @@ fn describe_bodies(text: &str) -> String {
             let body = &head[body_at + MESSAGE.len()..];
             let description = if body.trim().is_empty() {
                 "an empty body".to_owned()
+            } else if let Some(said) = envelope_words(body) {
+                said
             } else {
                 format!("a non-registry body of {} bytes", body.len())
             };
@@ -226,6 +269,31 @@ fn describe_bodies(text: &str) -> String {
         return text.to_owned();
     }
     describe_quotes(text)
+}
+
+/// What a body in the OCI error format says (`CODE: message` of its first error): a registry's
+/// own words, quoted as the "OCI API errors:" of a 4xx are, where a 5xx carries them (the
+/// lookup broker's 503 says why it had no answer).
+fn envelope_words(body: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        errors: Vec<OciError>,
+    }
+    #[derive(serde::Deserialize)]
+    struct OciError {
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    let envelope = serde_json::Deserializer::from_str(body)
+        .into_iter::<Envelope>()
+        .next()?
+        .ok()?;
+    let first = envelope.errors.first()?;
+    Some(match first.message.trim() {
+        "" => first.code.clone(),
+        message => format!("{}: {message}", first.code),
+    })
 }
 
 /// Replaces each `"…"` and `` `…` `` in `text` by the size of what it quoted.

@@ -332,33 +332,44 @@ pub fn reference(
     Ok(reference)
 }
 
+/// What the broker's 403 `DENIED` says, after `denied: `, when a pull secret of the pod does
+/// not decode (the kubelet then fails every pull of the pod); the policy reads it as
+/// `malformedPullSecret`. Only the broker writes a `DENIED` of its own: it passes on no
+/// registry's.
+pub const MALFORMED_PULL_SECRET: &str = "malformed pull secret";
+
 /// True when `host` can be the broker's host in an encoded reference: a lowercase DNS name
 /// or IPv4 address with an optional port.
 pub fn is_valid_broker_host(host: &str) -> bool {
     plain_registry(host).is_some()
 }
 
-/// True when `registry` names the broker (`broker_host`), compared as hosts are: without
-/// regard to ASCII case or a trailing dot of the host. The policy never looks such an image up
-/// itself (the policy server would send the broker's caller credential along with a name a Pod
-/// author wrote), and the broker never forwards a lookup to itself.
+/// True when `registry` names the broker (`broker_host`), compared as hosts are (see
+/// [`registry_key`]). The policy never looks such an image up itself (the policy server would
+/// send the broker's caller credential along with a name a Pod author wrote), and the broker
+/// never forwards a lookup to itself.
 pub fn is_broker_host(registry: &str, broker_host: &str) -> bool {
-    fn normalise(s: &str) -> String {
-        let (host, port) = match s.rsplit_once(':') {
-            Some((h, p))
-                if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) =>
-            {
-                (h, Some(p))
-            }
-            _ => (s, None),
-        };
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        match port {
-            Some(port) => format!("{host}:{port}"),
-            None => host,
+    registry_key(registry) == registry_key(broker_host)
+}
+
+/// One spelling for each registry (`host[:port]`): the host without regard to ASCII case or a
+/// trailing dot, and without the HTTPS port 443 that every lookup uses by default. What is
+/// kept per registry (back-off, concurrency) is kept under it, so `Docker.io.`, `docker.io`
+/// and `docker.io:443` share one state and a Pod author cannot multiply them.
+pub fn registry_key(registry: &str) -> String {
+    let (host, port) = match registry.rsplit_once(':') {
+        Some((h, p))
+            if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (h, Some(p))
         }
+        _ => (registry, None),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    match port {
+        Some(port) if port != "443" => format!("{host}:{port}"),
+        _ => host,
     }
-    normalise(registry) == normalise(broker_host)
 }
 
 fn encode_registry(registry: &str) -> Result<String, Refusal> {

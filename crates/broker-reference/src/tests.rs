@@ -270,6 +270,28 @@ fn recognises_the_broker_host_however_written() {
     assert!(!is_broker_host("broker.kw.svc:8444", "broker.kw.svc:8443"));
     assert!(!is_broker_host("broker.kw.svc", "broker.kw.svc:8443"));
     assert!(is_broker_host("[::1]:5000", "[::1]:5000"));
+    assert!(is_broker_host("broker.kw.svc:443", "broker.kw.svc"));
+}
+
+#[test]
+fn one_key_per_registry_however_spelled() {
+    for spelling in [
+        "docker.io",
+        "Docker.IO",
+        "docker.io.",
+        "docker.io:443",
+        "DOCKER.io.:443",
+    ] {
+        assert_eq!(registry_key(spelling), "docker.io", "{spelling}");
+    }
+    assert_eq!(registry_key("reg.example:5000"), "reg.example:5000");
+    assert_eq!(registry_key("Reg.Example.:5000"), "reg.example:5000");
+    assert_eq!(registry_key("[::1]:5000"), "[::1]:5000");
+    assert_eq!(registry_key("[::1]"), "[::1]");
+    assert_ne!(
+        registry_key("reg.example:4430"),
+        registry_key("reg.example")
+    );
 }
 
 #[test]

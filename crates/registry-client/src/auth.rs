@@ -105,6 +105,11 @@ impl Challenge {
 
 /// The most tokens kept at once.
 const MAX_TOKENS: usize = 4096;
+/// The most bytes of tokens kept at once: registries, repositories and credentials come from
+/// Pod authors, so the cache is bounded by what it holds, not only by its count.
+const MAX_TOKEN_BYTES: usize = 4 << 20;
+/// A token longer than this is used but not kept (real registries' are a few KiB).
+const MAX_KEPT_TOKEN: usize = 16 << 10;
 
 /// Where a cached token may be used: one registry, one repository scope, one identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -137,37 +142,71 @@ impl TokenAnswer {
 /// Bearer tokens of one process, by [`TokenKey`]; expired ones are never returned.
 #[derive(Default)]
 pub struct TokenCache {
-    tokens: Mutex<HashMap<TokenKey, (String, Instant)>>,
+    tokens: Mutex<Tokens>,
+}
+
+/// The cached tokens and the bytes they hold.
+#[derive(Default)]
+struct Tokens {
+    by_key: HashMap<TokenKey, (String, Instant)>,
+    bytes: usize,
+}
+
+impl Tokens {
+    fn size(key: &TokenKey, token: &str) -> usize {
+        key.registry.len() + key.scope.len() + token.len()
+    }
+
+    fn remove(&mut self, key: &TokenKey) {
+        if let Some((token, _)) = self.by_key.remove(key) {
+            self.bytes = self.bytes.saturating_sub(Self::size(key, &token));
+        }
+    }
+
+    fn retain_live(&mut self, now: Instant) {
+        self.by_key.retain(|_, (_, expires)| *expires > now);
+        self.bytes = self.by_key.iter().map(|(k, (t, _))| Self::size(k, t)).sum();
+    }
 }
 
 impl TokenCache {
     /// The live token for exactly this key.
     pub fn get(&self, key: &TokenKey) -> Option<String> {
         let tokens = self.tokens.lock().ok()?;
-        let (token, expires) = tokens.get(key)?;
+        let (token, expires) = tokens.by_key.get(key)?;
         (Instant::now() < *expires).then(|| token.clone())
     }
 
-    /// Keep `token` for `key` for `ttl` (less a safety margin).
+    /// Keep `token` for `key` for `ttl` (less a safety margin), within the cache's bounds.
     pub fn insert(&self, key: TokenKey, token: String, ttl: Duration) {
+        if token.len() > MAX_KEPT_TOKEN {
+            return;
+        }
         let now = Instant::now();
         let expires = now + ttl.saturating_sub(EXPIRY_MARGIN);
+        let size = Tokens::size(&key, &token);
         if let Ok(mut tokens) = self.tokens.lock() {
-            // bounded: registries, repositories and credentials come from Pod authors
-            if tokens.len() >= MAX_TOKENS {
-                tokens.retain(|_, (_, expires)| *expires > now);
-                if tokens.len() >= MAX_TOKENS {
-                    tokens.clear();
+            tokens.remove(&key);
+            if tokens.by_key.len() >= MAX_TOKENS || tokens.bytes + size > MAX_TOKEN_BYTES {
+                tokens.retain_live(now);
+                if tokens.by_key.len() >= MAX_TOKENS || tokens.bytes + size > MAX_TOKEN_BYTES {
+                    *tokens = Tokens::default();
                 }
             }
-            tokens.insert(key, (token, expires));
+            tokens.bytes += size;
+            tokens.by_key.insert(key, (token, expires));
         }
+    }
+
+    /// How many bytes the cache holds (its bound is `MAX_TOKEN_BYTES`).
+    pub fn bytes(&self) -> usize {
+        self.tokens.lock().map_or(0, |t| t.bytes)
     }
 
     /// Drop `token` for `key` after the registry refused it (a newer one is kept).
     pub fn forget(&self, key: &TokenKey, token: &str) {
         if let Ok(mut tokens) = self.tokens.lock() {
-            if tokens.get(key).is_some_and(|(t, _)| t == token) {
+            if tokens.by_key.get(key).is_some_and(|(t, _)| t == token) {
                 tokens.remove(key);
             }
         }
@@ -230,6 +269,25 @@ mod tests {
         assert_eq!(cache.get(&key("r", "app", &a)).as_deref(), Some("t1"));
         cache.forget(&key("r", "app", &a), "t1");
         assert_eq!(cache.get(&key("r", "app", &a)), None);
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes_and_keeps_no_giant_token() {
+        let cache = TokenCache::default();
+        let a = RegistryAuth::Basic("alice".into(), "pw-a".into());
+        let ttl = Duration::from_secs(600);
+        cache.insert(key("r", "giant", &a), "x".repeat(MAX_KEPT_TOKEN + 1), ttl);
+        assert_eq!(cache.get(&key("r", "giant", &a)), None);
+        assert_eq!(cache.bytes(), 0);
+        let token = "t".repeat(MAX_KEPT_TOKEN);
+        for i in 0..(2 * MAX_TOKEN_BYTES / MAX_KEPT_TOKEN) {
+            cache.insert(key("r", &format!("app{i}"), &a), token.clone(), ttl);
+            assert!(cache.bytes() <= MAX_TOKEN_BYTES, "{} bytes", cache.bytes());
+        }
+        cache.insert(key("r", "last", &a), "t1".into(), ttl);
+        cache.insert(key("r", "last", &a), "t2".into(), ttl);
+        assert_eq!(cache.get(&key("r", "last", &a)).as_deref(), Some("t2"));
+        assert!(cache.bytes() <= MAX_TOKEN_BYTES);
     }
 
     #[test]

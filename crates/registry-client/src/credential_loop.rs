@@ -124,6 +124,20 @@ impl Attempt {
     pub fn got_no_answer(&self) -> bool {
         matches!(self, Attempt::Failed(Unanswered::NoAnswer { .. }))
     }
+
+    /// True when the registry let this attempt run out its own time-out: the registry is
+    /// silent. An attempt cut by the lookup's deadline is not evidence of that (a lookup with
+    /// many credentials spends the deadline on its own), so one tenant cannot mark a registry
+    /// silent for every other.
+    pub fn registry_was_silent(&self) -> bool {
+        matches!(
+            self,
+            Attempt::Failed(Unanswered::NoAnswer {
+                lookup_deadline: false,
+                ..
+            })
+        )
+    }
 }
 
 /// What a lookup established, per the contract.
@@ -250,6 +264,19 @@ pub fn conclude(attempts: &[Attempt], complete: bool) -> Outcome {
 pub fn classify(error: &RegistryError) -> Attempt {
     match error {
         RegistryError::Oci(oci) => classify_oci(oci),
+        // a 404 is the registry's answer whatever its code says; a DENIED in it stays a refusal
+        RegistryError::NotFoundStatus(oci) => match classify_oci(oci) {
+            Attempt::Failed(_) => Attempt::NotFound {
+                detail: one_line(oci),
+                envelope: match oci {
+                    OciDistributionError::RegistryError { envelope, .. } => {
+                        serde_json::to_string(envelope).ok()
+                    }
+                    _ => None,
+                },
+            },
+            definitive => definitive,
+        },
         other => Attempt::Failed(Unanswered::Indefinite(one_line(other))),
     }
 }

@@ -42,6 +42,11 @@ pub enum RegistryError {
     /// Anything oci-client reports (HTTP status, OCI error envelope, transport).
     #[error("Fail to interact with OCI registry: {0}")]
     Oci(#[from] OciDistributionError),
+    /// A 404 whose OCI error envelope names no not-found code: oci-client's text, the status
+    /// kept, since a 404 to a manifest request fails the kubelet's pull whatever code it
+    /// carries.
+    #[error("Fail to interact with OCI registry: {0}")]
+    NotFoundStatus(#[source] OciDistributionError),
     /// The lookup did not finish within `--oci-timeout-secs`.
     #[error("Fail to interact with OCI registry: {0}")]
     Timeout(#[source] RequestTimeout),

@@ -47,6 +47,15 @@ pub const MANIFEST_MEDIA_TYPES: &[&str] = &[
 ];
 /// oci-client's user agent, so registries' logs look the same.
 const USER_AGENT: &str = "oci-client/0.18.0";
+/// The largest manifest read: containers/image's `iolimits.MaxManifestBodySize` and the
+/// distribution registry's own limit, so CRI-O would refuse a larger one too; and a registry a
+/// Pod author names cannot make the process read without end.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// The largest token answer read (containers/image's `MaxAuthTokenBodySize`).
+const MAX_TOKEN_ANSWER_BYTES: usize = 1 << 20;
+/// How much of an error body is read: a registry's JSON error envelope fits many times over;
+/// the rest is never read (and that connection is not reused).
+const MAX_ERROR_BYTES: usize = 64 << 10;
 
 /// How to talk to a registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +107,11 @@ impl RegistryState {
             .and_then(|c| c.clone())
     }
 
+    /// Keeps the registry's latest challenge: a registry that moves its token service is
+    /// followed at its next 401, not held to its first answer for the life of the process.
     fn remember(&self, protocol: Protocol, challenge: &Challenge) {
         if let Ok(mut known) = self.challenges[protocol.index()].lock() {
-            known.get_or_insert_with(|| challenge.clone());
+            *known = Some(challenge.clone());
         }
     }
 
@@ -131,6 +142,12 @@ pub struct PoolOptions {
     /// the resolver never sees IP literals, which a registry can put in a realm or a redirect.
     /// `None` allows every URL.
     pub allow_url: Option<UrlGuard>,
+    /// The registries are chosen by people the process must not trust (the broker's Pod
+    /// authors): proxies from the environment are ignored (a proxy would make the connection,
+    /// and the connect-time checks would see only the proxy), a redirect must keep its host and
+    /// never go from HTTPS to HTTP, and credentials never go to a plain-HTTP token realm of a
+    /// registry reached over HTTPS. `false` behaves as oci-client (the test host's).
+    pub untrusted_registries: bool,
 }
 
 /// See [`PoolOptions::allow_url`].
@@ -139,6 +156,63 @@ pub type UrlGuard = Arc<dyn Fn(&reqwest::Url) -> bool + Send + Sync>;
 /// The error of a request [`PoolOptions::allow_url`] refused.
 fn refused_url(url: &str) -> RegistryError {
     OciDistributionError::GenericError(Some(format!("destination refused by policy: {url}"))).into()
+}
+
+/// The error of a body longer than the process reads.
+fn too_large(what: &str, url: &str, limit: usize) -> RegistryError {
+    OciDistributionError::GenericError(Some(format!(
+        "{what} from {url} is larger than {} KiB, more than is read",
+        limit >> 10
+    )))
+    .into()
+}
+
+/// The body of `response`, refused beyond `limit` bytes: by its `Content-Length` before a
+/// byte is read, else as the bytes arrive (a registry can send without end).
+async fn body_at_most(
+    mut response: reqwest::Response,
+    limit: usize,
+    what: &str,
+) -> Result<Vec<u8>, RegistryError> {
+    let url = response.url().to_string();
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(too_large(what, &url, limit));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(OciDistributionError::from)? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large(what, &url, limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The first `limit` bytes of an error `response`'s body, or fewer when it ends or breaks:
+/// only its envelope matters, and the rest is not waited for.
+async fn body_prefix(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = limit - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+    body
+}
+
+/// Whether a redirect from `from` to `to` keeps the host and port and does not leave HTTPS.
+fn redirect_keeps_origin(from: &reqwest::Url, to: &reqwest::Url) -> bool {
+    let downgrade = from.scheme() == "https" && to.scheme() != "https";
+    !downgrade
+        && from.host_str() == to.host_str()
+        && from.port_or_known_default() == to.port_or_known_default()
 }
 
 /// The registry client shared by every lookup of the process.
@@ -196,12 +270,13 @@ impl Pool {
         }
     }
 
-    /// Whether [`PoolOptions::allow_url`] lets `url` be requested (unparsable URLs are left to
-    /// reqwest, which refuses them).
+    /// Whether [`PoolOptions::allow_url`] lets `url` be requested; with a guard, a URL that
+    /// does not parse is refused, since the guard cannot say where it goes.
     fn allows(&self, url: &str) -> bool {
         match (&self.options.allow_url, reqwest::Url::parse(url)) {
             (Some(guard), Ok(url)) => guard(&url),
-            _ => true,
+            (Some(_), Err(_)) => false,
+            (None, _) => true,
         }
     }
 
@@ -237,10 +312,21 @@ impl Pool {
         if let Some(timeout) = self.options.connect_timeout {
             builder = builder.connect_timeout(timeout);
         }
+        if self.options.untrusted_registries {
+            builder = builder.no_proxy();
+        }
         if let Some(guard) = self.options.allow_url.clone() {
+            let keep_origin = self.options.untrusted_registries;
             builder = builder.redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                let moves = keep_origin
+                    && attempt
+                        .previous()
+                        .last()
+                        .is_some_and(|from| !redirect_keeps_origin(from, attempt.url()));
                 if attempt.previous().len() >= 10 {
                     attempt.error("too many redirects")
+                } else if moves {
+                    attempt.error("redirect to another host or from HTTPS to HTTP refused")
                 } else if guard(attempt.url()) {
                     attempt.follow()
                 } else {
@@ -307,7 +393,9 @@ impl Pool {
             let client = self.client(protocol, host)?;
             let known = state.challenge(protocol);
             let challenge = known.clone().unwrap_or(Challenge::None);
-            let authorization = self.authorize(&client, &challenge, reference, auth).await;
+            let authorization = self
+                .authorize(&client, &challenge, reference, auth, protocol)
+                .await?;
             let mut session = Session {
                 pool: self,
                 client,
@@ -322,22 +410,24 @@ impl Pool {
                 }
             };
             state.decide(protocol);
-            if response.status() != StatusCode::UNAUTHORIZED || known.is_some() {
+            if response.status() != StatusCode::UNAUTHORIZED {
                 return Ok((session, response));
             }
             let challenge =
                 Challenge::from_header(response.headers().get(reqwest::header::WWW_AUTHENTICATE));
+            // the same challenge again: the credential itself was refused
+            if known.as_ref() == Some(&challenge) || matches!(auth, RegistryAuth::Bearer(_)) {
+                return Ok((session, response));
+            }
             state.remember(protocol, &challenge);
             let authorization = self
-                .authorize(&session.client, &challenge, reference, auth)
-                .await;
-            if matches!(authorization, Authorization::None)
-                || !matches!(session.authorization, Authorization::None)
-            {
+                .authorize(&session.client, &challenge, reference, auth, protocol)
+                .await?;
+            if matches!(authorization, Authorization::None) {
                 return Ok((session, response));
             }
             // the body goes, so that the connection returns to the pool
-            let _ = response.bytes().await;
+            let _ = body_prefix(response, MAX_ERROR_BYTES).await;
             session.authorization = authorization;
             let response = session.send(method, accept).await?;
             return Ok((session, response));
@@ -349,54 +439,73 @@ impl Pool {
     /// The authorization for `auth` given the registry's challenge. A token
     /// comes from the cache for exactly this registry, scope and identity, or
     /// is asked for; a refused token request means no authorization (the
-    /// manifest request then reports the 401), as with oci-client.
+    /// manifest request then reports the 401), as with oci-client. A realm the
+    /// process may not ask is an error, never a 401: nothing was refused.
     async fn authorize(
         &self,
         client: &reqwest::Client,
         challenge: &Challenge,
         reference: &Reference,
         auth: &RegistryAuth,
-    ) -> Authorization {
+        protocol: Protocol,
+    ) -> Result<Authorization, RegistryError> {
         let (realm, service) = match (auth, challenge) {
-            (RegistryAuth::Bearer(token), _) => return Authorization::Bearer(token.clone(), None),
+            (RegistryAuth::Bearer(token), _) => {
+                return Ok(Authorization::Bearer(token.clone(), None))
+            }
             (_, Challenge::None) | (RegistryAuth::Anonymous, Challenge::Basic) => {
-                return Authorization::None
+                return Ok(Authorization::None)
             }
             (RegistryAuth::Basic(u, p), Challenge::Basic) => {
-                return Authorization::Basic(u.clone(), p.clone())
+                return Ok(Authorization::Basic(u.clone(), p.clone()))
             }
             (_, Challenge::Bearer { realm, service }) => (realm, service),
         };
+        if !self.allows(realm) {
+            return Err(refused_url(realm));
+        }
+        let in_clear = protocol != Protocol::Http && !realm.starts_with("https://");
+        if self.options.untrusted_registries && in_clear && matches!(auth, RegistryAuth::Basic(..))
+        {
+            return Err(OciDistributionError::GenericError(Some(format!(
+                "token realm {realm} is not HTTPS: credentials are not sent in clear"
+            )))
+            .into());
+        }
         let key = TokenKey {
             registry: reference.resolve_registry().to_owned(),
             scope: format!("repository:{}:pull", reference.repository()),
             identity: Identity::of(auth),
         };
         if let Some(token) = self.tokens.get(&key) {
-            return Authorization::Bearer(token, Some(key));
+            return Ok(Authorization::Bearer(token, Some(key)));
         }
         let mut query = vec![("scope", key.scope.as_str())];
         if let Some(service) = service {
             query.push(("service", service));
-        }
-        if !self.allows(realm) {
-            return Authorization::None;
         }
         let mut request = client.get(realm.as_str()).query(&query);
         if let RegistryAuth::Basic(u, p) = auth {
             request = request.basic_auth(u, Some(p));
         }
         let answer = match request.send().await {
-            Ok(r) if r.status() == StatusCode::OK => r.json::<TokenAnswer>().await.ok(),
-            _ => None,
+            Ok(r) if r.status() == StatusCode::OK => {
+                let body = body_at_most(r, MAX_TOKEN_ANSWER_BYTES, "a token answer").await?;
+                serde_json::from_slice::<TokenAnswer>(&body).ok()
+            }
+            Ok(r) => {
+                let _ = body_prefix(r, MAX_ERROR_BYTES).await;
+                None
+            }
+            Err(_) => None,
         };
-        match answer.and_then(TokenAnswer::into_token) {
+        Ok(match answer.and_then(TokenAnswer::into_token) {
             Some((token, ttl)) => {
                 self.tokens.insert(key.clone(), token.clone(), ttl);
                 Authorization::Bearer(token, Some(key))
             }
             None => Authorization::None,
-        }
+        })
     }
 
     /// The manifest digest of `reference`: `HEAD`, then `GET` when the
@@ -413,7 +522,7 @@ impl Pool {
         let header = digest_header(head.headers())?;
         let status = head.status();
         if let Some(digest) = header {
-            let body = head.bytes().await.map_err(OciDistributionError::from)?;
+            let body = body_prefix(head, MAX_ERROR_BYTES).await;
             session.check(status, &body)?;
             if let Some(expected) = reference.digest() {
                 let same_algorithm = expected.split(':').next() == digest.split(':').next();
@@ -427,7 +536,7 @@ impl Pool {
             }
             return Ok(digest);
         }
-        let _ = head.bytes().await;
+        let _ = body_prefix(head, MAX_ERROR_BYTES).await;
         Ok(session
             .get_manifest(reference, MANIFEST_MEDIA_TYPES)
             .await?
@@ -487,6 +596,11 @@ impl Session<'_> {
                 StatusCode::OK
             )),
             s if s.is_client_error() => match serde_json::from_slice::<OciEnvelope>(body) {
+                Ok(envelope) if s == StatusCode::NOT_FOUND => {
+                    return Err(RegistryError::NotFoundStatus(
+                        OciDistributionError::RegistryError { envelope, url },
+                    ))
+                }
                 Ok(envelope) => OciDistributionError::RegistryError { envelope, url },
                 Err(_) => server_error(s, url, body),
             },
@@ -512,10 +626,14 @@ impl Session<'_> {
     ) -> Result<(Vec<u8>, String), RegistryError> {
         let status = response.status();
         let header = digest_header(response.headers())?;
-        let body = response.bytes().await.map_err(OciDistributionError::from)?;
+        let body = if status == StatusCode::OK {
+            body_at_most(response, MAX_MANIFEST_BYTES, "a manifest").await?
+        } else {
+            body_prefix(response, MAX_ERROR_BYTES).await
+        };
         self.check(status, &body)?;
         let digest = verified_digest(&body, header.as_deref(), reference.digest())?;
-        Ok((body.to_vec(), digest))
+        Ok((body, digest))
     }
 }
 
@@ -594,5 +712,47 @@ mod tests {
         assert!(verified_digest(body, Some("sha256:00"), None).is_err());
         assert!(verified_digest(body, None, Some("sha256:00")).is_err());
         assert!(verified_digest(body, Some("md5:00"), None).is_err());
+    }
+
+    #[test]
+    fn redirects_of_untrusted_registries_keep_host_port_and_https() {
+        let url = |u: &str| reqwest::Url::parse(u).expect("url");
+        let from = url("https://reg.example/v2/app/manifests/v1");
+        assert!(redirect_keeps_origin(
+            &from,
+            &url("https://reg.example/v2/x")
+        ));
+        assert!(redirect_keeps_origin(
+            &from,
+            &url("https://reg.example:443/x")
+        ));
+        for to in [
+            "http://reg.example/v2/x",
+            "https://other.example/v2/x",
+            "https://reg.example:8443/x",
+            "https://10.0.0.1/x",
+        ] {
+            assert!(!redirect_keeps_origin(&from, &url(to)), "{to}");
+        }
+        let plain = url("http://reg.example:5000/v2/");
+        assert!(redirect_keeps_origin(
+            &plain,
+            &url("https://reg.example:5000/x")
+        ));
+    }
+
+    #[test]
+    fn a_guard_refuses_what_it_cannot_parse() {
+        let guarded = Pool::with_options(
+            Sources::default(),
+            PoolOptions {
+                allow_url: Some(Arc::new(|_| true)),
+                ..PoolOptions::default()
+            },
+        );
+        assert!(guarded.allows("https://reg.example/token"));
+        assert!(!guarded.allows("https//no-scheme"));
+        assert!(!guarded.allows(""));
+        assert!(Pool::new(Sources::default()).allows("https//no-scheme"));
     }
 }

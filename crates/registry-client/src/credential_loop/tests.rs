@@ -149,8 +149,17 @@ fn the_deadline_ends_the_loop_and_leaves_the_rest_untried() {
     assert_eq!(*tried.borrow(), 1, "the second credential is not tried");
     assert!(!lookup.complete);
     assert!(lookup.attempts[0].got_no_answer());
+    assert!(
+        !lookup.attempts[0].registry_was_silent(),
+        "the lookup's own deadline says nothing of the registry"
+    );
     assert_eq!(lookup.attempts[0].detail(), "timed out after 20 ms");
     assert_eq!(lookup.outcome.word(), "unreachable");
+    let own_timeout = Attempt::Failed(Unanswered::NoAnswer {
+        within: timeout,
+        lookup_deadline: false,
+    });
+    assert!(own_timeout.registry_was_silent());
 }
 
 #[test]
@@ -191,6 +200,30 @@ fn every_not_found_code_is_definitive_harbors_included() {
         }
     }
     assert_eq!(classify(&server(404)).word(), "notFound");
+}
+
+/// `code` in the envelope of a 404, as the pool reports it.
+fn not_found_status(code: &str) -> RegistryError {
+    let RegistryError::Oci(oci) = envelope(code) else {
+        unreachable!("envelope() is an Oci error")
+    };
+    RegistryError::NotFoundStatus(oci)
+}
+
+#[test]
+fn a_404_is_definitive_whatever_its_code_but_a_denial_stays_one() {
+    for code in ["MANIFEST_UNKNOWN", "SOMETHING_NEW", "UNSUPPORTED"] {
+        assert_eq!(
+            classify(&not_found_status(code)).word(),
+            "notFound",
+            "{code}"
+        );
+    }
+    assert_eq!(classify(&not_found_status("DENIED")).word(), "unauthorized");
+    // the same unknown code outside a 404 settles nothing
+    assert_eq!(classify(&envelope("SOMETHING_NEW")).word(), "unreachable");
+    // the text is oci-client's, as a guest would see it
+    assert_eq!(not_found_status("X").to_string(), envelope("X").to_string());
 }
 
 #[test]

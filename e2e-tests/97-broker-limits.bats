@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+# The lookup broker (broker/) against registries a Pod author chose, asked directly as the
+# policy server asks it (sealed r2 names, the caller credential): a registry that floods it
+# (a 1 GiB manifest, a 1 GiB error body, an endless header, a slow drip) keeps its memory
+# bounded and gets its answer within the lookup time; one namespace's wrong credentials do not
+# switch a registry off for another namespace; token realms, redirects and proxies cannot
+# carry a lookup where the broker must not go. Real htpasswd docker-registry, the fake API
+# server, lib/fault_proxy.py for the hostile registries. Needs only the broker binary.
+
+bats_require_minimum_version 1.5.0
+
+# hostile_start NAME WHAT [fault_proxy.py OPTIONS...]: a hostile registry; prints its address.
+hostile_start() {
+  local name=$1 what=$2 dir
+  shift 2
+  dir="$(e2e_workdir)/registries/$name"
+  mkdir -p "$dir"
+  python3 "$E2E_DIR/lib/fault_proxy.py" --mode hostile --what "$what" --port-file "$dir/port" "$@" \
+    >/dev/null 2>"$dir/proxy.log" 3>&- &
+  echo $! >"$dir/pid"
+  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
+  printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
+}
+
+# delay_start NAME UPSTREAM MS: a proxy adding MS to every request to UPSTREAM; prints its address.
+delay_start() {
+  local dir="$(e2e_workdir)/registries/$1"
+  mkdir -p "$dir"
+  python3 "$E2E_DIR/lib/fault_proxy.py" --mode delay --upstream "$2" --delay-ms "$3" \
+    --port-file "$dir/port" >/dev/null 2>"$dir/proxy.log" 3>&- &
+  echo $! >"$dir/pid"
+  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
+  printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
+}
+
+setup_file() {
+  load lib/common
+  load lib/broker
+  [[ -x "$(broker_bin)" ]] || return 0
+  [[ "$E2E_HOST" != kwctl ]] || return 0
+
+  registry_start auth
+  push_image "$(build_image private)" auth private/app:v1
+  REG_SLOW=$(delay_start slow "$REG_AUTH" 150)
+  HOSTILE_MANIFEST=$(hostile_start h-manifest manifest)
+  HOSTILE_ERROR=$(hostile_start h-error error)
+  HOSTILE_HEADER=$(hostile_start h-header header)
+  HOSTILE_DRIP=$(hostile_start h-drip drip)
+  # the same registry under another name: a redirect there leaves the registry's host
+  HOSTILE_REDIRECT=$(hostile_start h-redirect redirect --location "http://localhost:${REG_AUTH##*:}")
+  HOSTILE_REALM=$(hostile_start h-realm realm --location "http://169.254.169.254/latest/token")
+  export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
+
+  local cluster i
+  cluster=$(write_cluster_dir broker-limits)
+  {
+    pull_secret_yaml team-a regcred "$REG_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-a direct "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    for i in $(seq 1 12); do
+      pull_secret_yaml team-b "wrong$i" "$REG_SLOW" "$REG_AUTH_USER" "wrong-$i-$REG_AUTH_PASSWORD"
+    done
+    broker_key_secret_yaml
+  } | cluster_add "$cluster" 10-secrets.yaml
+  apiserver_serve "$cluster" >/dev/null
+  local api_port sources
+  api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
+  sources=$(write_sources_yaml broker-limits --insecure "$REG_AUTH" --insecure "$REG_SLOW" \
+    --insecure "$HOSTILE_MANIFEST" --insecure "$HOSTILE_ERROR" --insecure "$HOSTILE_HEADER" \
+    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM")
+  # every proxy variable names a port nothing listens on: a broker that used one would fail
+  HTTP_PROXY="http://127.0.0.1:9" HTTPS_PROXY="http://127.0.0.1:9" ALL_PROXY="http://127.0.0.1:9" \
+    http_proxy="http://127.0.0.1:9" https_proxy="http://127.0.0.1:9" \
+    broker_start broker-limits --apiserver-port "$api_port" --sources "$sources" \
+    --attempt-timeout-ms 1000 --lookup-timeout-ms 1500 --silent-backoff-seconds 60
+}
+
+teardown_file() { load lib/common; scenario_teardown_file; }
+
+setup() {
+  load lib/common
+  load lib/broker
+  [[ -x "$(broker_bin)" ]] || skip "no broker binary at $(broker_bin): make broker"
+  [[ "$E2E_HOST" != kwctl ]] || skip "needs no engine: runs once, with E2E_HOST=policy-host"
+}
+
+# lookup METHOD NAMESPACE CREDENTIALS REGISTRY REPO TAG: asks the broker as the policy server
+# does; prints "STATUS SECONDS" and leaves the body in $BATS_TEST_TMPDIR/body.
+lookup() {
+  local method=$1 body="$2/$3/d.${4/:/_}/$5"
+  local -a head=()
+  [[ "$method" == HEAD ]] && head=(-I)
+  curl -s "${head[@]}" -o "$BATS_TEST_TMPDIR/body" -w '%{http_code} %{time_total}\n' --max-time 20 \
+    -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$BROKER_ADDR/v2/$(broker_seal "$body")/manifests/$6"
+}
+
+broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
+
+@test "broker limits: proxy variables are ignored, the lookup goes to the registry itself" {
+  run -0 lookup GET team-a s.direct "$REG_AUTH" private/app v1
+  [[ "$output" == "200 "* ]] || { echo "$output"; cat "$BATS_TEST_TMPDIR/body"; false; }
+  jq -e '.schemaVersion == 2' "$BATS_TEST_TMPDIR/body"
+}
+
+@test "broker limits: a flooding registry gets its answer within the lookup time, the broker stays under 64 MiB" {
+  local registry i status took
+  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+    for i in 1 2 3 4; do
+      lookup GET team-a n "$registry" "app$i" v1 >"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i" &
+    done
+  done
+  wait
+  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+    for i in 1 2 3 4; do
+      read -r status took <"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i"
+      echo "$registry app$i: $status in ${took}s"
+      # 1.5 s of lookup, and a little for the four kinds sharing two cores
+      awk -v t="$took" 'BEGIN { exit !(t < 4) }'
+      if [[ "$registry" == "$HOSTILE_ERROR" ]]; then
+        # a 404 is the registry's own answer, whatever body it drowns it in
+        [[ "$status" == 404 ]]
+      else
+        [[ "$status" == 503 ]]
+      fi
+    done
+  done
+  grep -F "larger than 4096 KiB" "$BROKER_LOG" | grep -qF "$HOSTILE_MANIFEST"
+  local peak
+  peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(broker_pid)/status")
+  echo "peak RSS: $peak kB"
+  ((peak < 64 * 1024))
+}
+
+@test "broker limits: a drip that outlasts the attempt marks that registry silent, and only it" {
+  run -0 lookup HEAD team-a n "$HOSTILE_DRIP" other v1
+  [[ "$output" == "503 "* ]]
+  run -0 lookup HEAD team-a s.direct "$REG_AUTH" private/app v1
+  [[ "$output" == "200 "* ]]
+}
+
+@test "broker limits: 12 wrong credentials of one namespace do not make another's lookup on that registry fail" {
+  local creds="s.wrong1" i
+  for i in $(seq 2 12); do creds+="__wrong$i"; done
+  run -0 lookup HEAD team-b "$creds" "$REG_SLOW" private/app v1
+  echo "team-b: $output"
+  # 12 tries at 150 ms do not fit in 1.5 s: no definitive answer, and not the registry's fault
+  [[ "$output" == "503 "* ]]
+  jq -c 'select(.msg == "lookup" and .namespace == "team-b")' "$BROKER_LOG" | tail -n 1 | tee /dev/stderr |
+    jq -e '.outcome == "unreachable"'
+  run -0 lookup HEAD team-a s.regcred "$REG_SLOW" private/app v1
+  echo "team-a: $output"
+  [[ "$output" == "200 "* ]]
+}
+
+@test "broker limits: a token realm on a refused address is an error, never the registry's refusal" {
+  run -0 lookup HEAD team-a n "$HOSTILE_REALM" app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]]
+  ! grep -q "DENIED" "$BATS_TEST_TMPDIR/body"
+  grep -F "$HOSTILE_REALM" "$BROKER_LOG" | tail -n 1 | grep -qF "destination refused by policy: http://169.254.169.254"
+}
+
+@test "broker limits: a redirect to another host is not followed" {
+  run -0 lookup GET team-a n "$HOSTILE_REDIRECT" private/app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]]
+  grep -F "$HOSTILE_REDIRECT" "$BROKER_LOG" | tail -n 1 | grep -qF "redirect to another host or from HTTPS to HTTP refused"
+  grep -q "GET /v2/private/app/manifests/v1" "$(e2e_workdir)/registries/h-redirect/proxy.log"
+}
