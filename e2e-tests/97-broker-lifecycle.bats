@@ -19,15 +19,7 @@ setup_file() {
 
   registry_start auth
   push_image "$(build_image private)" auth private/app:v1
-  local dir
-  dir="$(e2e_workdir)/registries/slow"
-  mkdir -p "$dir"
-  # 3>&- : bats waits for every process holding its fd 3
-  python3 "$E2E_DIR/lib/fault_proxy.py" --mode delay --delay-ms 1000 --upstream "$REG_AUTH" \
-    --port-file "$dir/port" >/dev/null 2>"$dir/proxy.log" 3>&- &
-  echo $! >"$dir/pid"
-  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
-  LC_SLOW="127.0.0.1:$(cat "$dir/port")"
+  LC_SLOW=$(fault_proxy_start slow delay --delay-ms 1000 --upstream "$REG_AUTH")
 
   local cluster
   cluster=$(write_cluster_dir broker-lifecycle)
@@ -43,12 +35,7 @@ setup_file() {
 
 teardown_file() { load lib/common; registry_stop_all; }
 
-setup() {
-  load lib/common
-  load lib/broker
-  [[ -x "$(broker_bin)" ]] || skip "no broker binary at $(broker_bin): make broker"
-  [[ "$E2E_HOST" != kwctl ]] || skip "needs no policy host: runs once, on the test host pass (E2E_HOST=policy-host)"
-}
+setup() { load lib/common; load lib/broker; require_broker; }
 
 # lc_broker NAME [ARGS...]: a broker of its own for this test (the tests stop theirs), whose
 # lookups outlast the slow registry's two delayed requests; sets LC_PID.

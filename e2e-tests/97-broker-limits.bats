@@ -9,30 +9,6 @@
 
 bats_require_minimum_version 1.5.0
 
-# hostile_start NAME WHAT [fault_proxy.py OPTIONS...]: a hostile registry; prints its address.
-hostile_start() {
-  local name=$1 what=$2 dir
-  shift 2
-  dir="$(e2e_workdir)/registries/$name"
-  mkdir -p "$dir"
-  python3 "$E2E_DIR/lib/fault_proxy.py" --mode hostile --what "$what" --port-file "$dir/port" "$@" \
-    >/dev/null 2>"$dir/proxy.log" 3>&- &
-  echo $! >"$dir/pid"
-  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
-  printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
-}
-
-# delay_start NAME UPSTREAM MS: a proxy adding MS to every request to UPSTREAM; prints its address.
-delay_start() {
-  local dir="$(e2e_workdir)/registries/$1"
-  mkdir -p "$dir"
-  python3 "$E2E_DIR/lib/fault_proxy.py" --mode delay --upstream "$2" --delay-ms "$3" \
-    --port-file "$dir/port" >/dev/null 2>"$dir/proxy.log" 3>&- &
-  echo $! >"$dir/pid"
-  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
-  printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
-}
-
 setup_file() {
   load lib/common
   load lib/broker
@@ -41,14 +17,14 @@ setup_file() {
 
   registry_start auth
   push_image "$(build_image private)" auth private/app:v1
-  REG_SLOW=$(delay_start slow "$REG_AUTH" 150)
-  HOSTILE_MANIFEST=$(hostile_start h-manifest manifest)
-  HOSTILE_ERROR=$(hostile_start h-error error)
-  HOSTILE_HEADER=$(hostile_start h-header header)
-  HOSTILE_DRIP=$(hostile_start h-drip drip)
+  REG_SLOW=$(fault_proxy_start slow delay --upstream "$REG_AUTH" --delay-ms 150)
+  HOSTILE_MANIFEST=$(fault_proxy_start h-manifest hostile --what manifest)
+  HOSTILE_ERROR=$(fault_proxy_start h-error hostile --what error)
+  HOSTILE_HEADER=$(fault_proxy_start h-header hostile --what header)
+  HOSTILE_DRIP=$(fault_proxy_start h-drip hostile --what drip)
   # the same registry under another name: a redirect there leaves the registry's host
-  HOSTILE_REDIRECT=$(hostile_start h-redirect redirect --location "http://localhost:${REG_AUTH##*:}")
-  HOSTILE_REALM=$(hostile_start h-realm realm --location "http://169.254.169.254/latest/token")
+  HOSTILE_REDIRECT=$(fault_proxy_start h-redirect hostile --what redirect --location "http://localhost:${REG_AUTH##*:}")
+  HOSTILE_REALM=$(fault_proxy_start h-realm hostile --what realm --location "http://169.254.169.254/latest/token")
   export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
 
   local cluster i
@@ -76,12 +52,7 @@ setup_file() {
 
 teardown_file() { load lib/common; scenario_teardown_file; }
 
-setup() {
-  load lib/common
-  load lib/broker
-  [[ -x "$(broker_bin)" ]] || skip "no broker binary at $(broker_bin): make broker"
-  [[ "$E2E_HOST" != kwctl ]] || skip "needs no engine: runs once, with E2E_HOST=policy-host"
-}
+setup() { load lib/common; load lib/broker; require_broker; }
 
 # lookup METHOD NAMESPACE CREDENTIALS REGISTRY REPO TAG: asks the broker as the policy server
 # does; prints "STATUS SECONDS" and leaves the body in $BATS_TEST_TMPDIR/body.

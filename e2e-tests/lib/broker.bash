@@ -39,6 +39,28 @@ broker_seal() {
   printf 'r2/%s/%s\n' "$seal" "$1"
 }
 
+# require_broker: skips a test of the broker alone without its binary, and on the kwctl pass
+# (it needs no engine: it runs once, on the test host's pass).
+require_broker() {
+  [[ -x "$(broker_bin)" ]] || skip "no broker binary at $(broker_bin): make broker"
+  [[ "$E2E_HOST" != kwctl ]] || skip "needs no engine: runs once, with E2E_HOST=policy-host"
+}
+
+# fault_proxy_start NAME MODE [fault_proxy.py OPTIONS...]: lib/fault_proxy.py in MODE, stopped
+# with the registries (registries/NAME/pid); prints its address once it listens.
+fault_proxy_start() {
+  local name=$1 mode=$2 dir
+  shift 2
+  dir="$(e2e_workdir)/registries/$name"
+  mkdir -p "$dir"
+  # 3>&- : bats waits for every process holding its fd 3
+  python3 "$E2E_DIR/lib/fault_proxy.py" --mode "$mode" --port-file "$dir/port" "$@" \
+    >/dev/null 2>"$dir/proxy.log" 3>&- &
+  echo $! >"$dir/pid"
+  wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
+  printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
+}
+
 # broker_bin: the broker binary ($BROKER_BIN, else the workspace's build, `make broker`).
 broker_bin() {
   printf '%s\n' "${BROKER_BIN:-$REPO_ROOT/target/debug/resolvable-images-broker}"
