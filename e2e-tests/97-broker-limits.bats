@@ -25,6 +25,12 @@ setup_file() {
   # the same registry under another name: a redirect there leaves the registry's host
   HOSTILE_REDIRECT=$(fault_proxy_start h-redirect hostile --what redirect --location "http://localhost:${REG_AUTH##*:}")
   HOSTILE_REALM=$(fault_proxy_start h-realm hostile --what realm --location "http://169.254.169.254/latest/token")
+  # an HTTPS registry whose token realm is plain HTTP, and that realm, logging what it is asked
+  generate_tls_ca "$(e2e_workdir)/hostile-tls"
+  REALM_SERVER=$(fault_proxy_start realm-server status --status 200)
+  HOSTILE_TLS_REALM=$(fault_proxy_start h-tls-realm hostile --what realm --location "http://$REALM_SERVER/token" \
+    --cert "$(e2e_workdir)/hostile-tls/server.pem" --key "$(e2e_workdir)/hostile-tls/server.key")
+  export REALM_SERVER HOSTILE_TLS_REALM
   export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
 
   local cluster i
@@ -35,6 +41,7 @@ setup_file() {
     for i in $(seq 1 12); do
       pull_secret_yaml team-b "wrong$i" "$REG_SLOW" "$REG_AUTH_USER" "wrong-$i-$REG_AUTH_PASSWORD"
     done
+    pull_secret_yaml team-a tlsreg "$HOSTILE_TLS_REALM" robot "robot-Realm-Pw-4c8v"
     broker_key_secret_yaml
   } | cluster_add "$cluster" 10-secrets.yaml
   apiserver_serve "$cluster" >/dev/null
@@ -42,7 +49,8 @@ setup_file() {
   api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
   sources=$(write_sources_yaml broker-limits --insecure "$REG_AUTH" --insecure "$REG_SLOW" \
     --insecure "$HOSTILE_MANIFEST" --insecure "$HOSTILE_ERROR" --insecure "$HOSTILE_HEADER" \
-    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM")
+    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
+    --insecure "$HOSTILE_TLS_REALM")
   # every proxy variable names a port nothing listens on: a broker that used one would fail
   HTTP_PROXY="http://127.0.0.1:9" HTTPS_PROXY="http://127.0.0.1:9" ALL_PROXY="http://127.0.0.1:9" \
     http_proxy="http://127.0.0.1:9" https_proxy="http://127.0.0.1:9" \
@@ -138,4 +146,17 @@ broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
   [[ "$output" == "503 "* ]]
   grep -F "$HOSTILE_REDIRECT" "$BROKER_LOG" | tail -n 1 | grep -qF "redirect to another host or from HTTPS to HTTP refused"
   grep -q "GET /v2/private/app/manifests/v1" "$(e2e_workdir)/registries/h-redirect/proxy.log"
+}
+
+@test "broker limits: no credential goes to a plain-HTTP token realm of an HTTPS registry" {
+  local realm_log
+  realm_log="$(e2e_workdir)/registries/realm-server/proxy.log"
+  run -0 lookup HEAD team-a s.tlsreg "$HOSTILE_TLS_REALM" app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]]
+  grep -F "$HOSTILE_TLS_REALM" "$BROKER_LOG" | tail -n 1 | grep -qF "credentials are not sent in clear"
+  ! grep -q "GET /token" "$realm_log" || _fail_with "the realm was asked with the credential: $(cat "$realm_log")"
+  # without a credential nothing secret would go: the realm is asked
+  run -0 lookup HEAD team-a n "$HOSTILE_TLS_REALM" app v1
+  grep -q "GET /token" "$realm_log"
 }

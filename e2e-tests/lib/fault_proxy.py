@@ -28,6 +28,7 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
                  drip      200 with Content-Length 4096, one byte every 200 ms
                  redirect  307 to --location (e.g. the same path on another host)
                  realm     401 with a Bearer challenge whose realm is --location
+               with --cert/--key, over HTTPS.
 
 Only the standard library: it runs wherever python3 does.
 """
@@ -161,8 +162,15 @@ def run_hostile(args):
             sent += len(chunk)
         conn.sendall(b"0\r\n\r\n")
 
+    context = None
+    if args.cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.cert, args.key)
+
     def handle(conn):
         try:
+            if context:
+                conn = context.wrap_socket(conn, server_side=True)
             request = conn.recv(65536).decode("latin-1")
             method, path = (request.split(" ") + ["", ""])[:2]
             log(args, f"{method} {path}")

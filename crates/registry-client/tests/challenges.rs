@@ -1,0 +1,132 @@
+//! The pool against a scripted registry on 127.0.0.1 (plain HTTP, an insecure source): a
+//! registry that moves from Basic to token authentication is followed at its next 401, not
+//! held to the first challenge it gave for the life of the process.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use oci_client::secrets::RegistryAuth;
+use oci_client::Reference;
+use registry_client::pool::{Pool, UrlSlot};
+use registry_client::sources::Sources;
+
+const DIGEST: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+/// Serves every connection of `listener`, each request answered by `answer` from its head;
+/// the heads are recorded in `seen`.
+fn serve(
+    listener: TcpListener,
+    seen: Arc<Mutex<Vec<String>>>,
+    answer: impl Fn(&str) -> String + Send + Sync + 'static,
+) {
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (seen, answer) = (seen.clone(), answer.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        match reader.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => head.push_str(&line),
+                        }
+                    }
+                    let reply = answer(&head);
+                    if let Ok(mut seen) = seen.lock() {
+                        seen.push(head);
+                    }
+                    if reader.get_mut().write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn reply(status: &str, headers: &[String], body: &str) -> String {
+    let mut text = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n", body.len());
+    for header in headers {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    format!("{text}\r\n{body}")
+}
+
+#[test]
+fn a_registry_that_moves_to_tokens_is_followed_at_its_next_401() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let tokens = Arc::new(AtomicBool::new(false));
+    let (realm, switched) = (format!("http://{address}/token"), tokens.clone());
+    serve(listener, seen.clone(), move |head| {
+        let found = || {
+            reply(
+                "200 OK",
+                &[
+                    format!("Docker-Content-Digest: {DIGEST}"),
+                    "Content-Type: application/vnd.oci.image.manifest.v1+json".into(),
+                ],
+                "",
+            )
+        };
+        let challenge = |value: String| {
+            reply(
+                "401 Unauthorized",
+                &[format!("WWW-Authenticate: {value}")],
+                "",
+            )
+        };
+        if head.starts_with("GET /token") {
+            return reply(
+                "200 OK",
+                &["Content-Type: application/json".into()],
+                r#"{"token":"tok-1","expires_in":300}"#,
+            );
+        }
+        let authorization = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("authorization: ")
+                    .or_else(|| l.strip_prefix("Authorization: "))
+            })
+            .unwrap_or("");
+        match (switched.load(Ordering::SeqCst), authorization) {
+            (false, a) if a.starts_with("Basic ") => found(),
+            (false, _) => challenge(r#"Basic realm="registry""#.into()),
+            (true, "Bearer tok-1") => found(),
+            (true, _) => challenge(format!(r#"Bearer realm="{realm}",service="registry""#)),
+        }
+    });
+
+    registry_client::install_tls_provider();
+    let sources =
+        Sources::from_yaml(&format!("insecure_sources: [\"{address}\"]\n")).expect("sources");
+    let pool = Pool::new(sources);
+    let reference: Reference = format!("{address}/team/app:v1").parse().expect("reference");
+    let auth = RegistryAuth::Basic("robot".into(), "robot-pass".into());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let slot = UrlSlot::default();
+
+    let first = runtime.block_on(pool.manifest_digest(&reference, &auth, &slot));
+    assert_eq!(first.expect("found with Basic"), DIGEST);
+
+    tokens.store(true, Ordering::SeqCst);
+    let second = runtime.block_on(pool.manifest_digest(&reference, &auth, &slot));
+    assert_eq!(second.expect("found with the new token service"), DIGEST);
+    let heads = seen.lock().expect("seen").clone();
+    assert!(
+        heads.iter().any(|h| h.starts_with("GET /token")),
+        "the token service was never asked: {heads:?}"
+    );
+}
