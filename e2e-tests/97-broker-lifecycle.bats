@@ -25,12 +25,12 @@ setup_file() {
   cluster=$(write_cluster_dir broker-lifecycle)
   pull_secret_yaml team-a regcred "$LC_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" |
     cluster_add "$cluster" 10-secrets.yaml
-  apiserver_serve "$cluster" >/dev/null
+  LC_KUBECONFIG=$(apiserver_serve "$cluster")
   LC_API_PORT=$(cat "$(e2e_workdir)/registries/apiserver/port")
   LC_SOURCES=$(write_sources_yaml broker-lifecycle --insecure "$LC_SLOW")
   # the lookup of private/app:v1 with team-a's pull secret, sealed as the policy seals it
   LC_PATH="/v2/$(broker_seal "team-a/s.regcred/d.${LC_SLOW/:/_}/private/app")/manifests/v1"
-  export LC_SLOW LC_API_PORT LC_SOURCES LC_PATH
+  export LC_SLOW LC_API_PORT LC_SOURCES LC_PATH LC_KUBECONFIG
 }
 
 teardown_file() { load lib/common; registry_stop_all; }
@@ -188,4 +188,11 @@ except OSError:
   wait_until 15 served_with "$dir/second/ca.pem" || _fail_with "the renewed certificate is not served"
   [[ "$(v2 "$dir/first/ca.pem")" == 000 ]] || _fail_with "the old certificate is still served"
   registry_stop lc-tls
+}
+
+@test "broker lifecycle: without --apiserver, the kubeconfig says where the API server is" {
+  broker_start lc-kubeconfig --kubeconfig "$LC_KUBECONFIG" --sources "$LC_SOURCES" \
+    --attempt-timeout-ms 4000 --lookup-timeout-ms 4500
+  [[ "$(lookup)" == 200 ]] || _fail_with "no lookup with the kubeconfig's API server: $(tail -n 3 "$BROKER_LOG")"
+  registry_stop lc-kubeconfig
 }

@@ -1,10 +1,10 @@
 //! The pull secrets of a lookup, read from the API server: the named Secrets of the lookup's
 //! namespace, or those its ServiceAccount lists, turned into the kubelet's keyring by the
 //! policy's own rules (the `kubelet-credentials` crate). Objects are cached for a few
-//! seconds (a burst of lookups for one pod reads each once), in a bounded cache.
+//! seconds (a burst of lookups for one pod reads each once), in a cache bounded by bytes.
 //!
-//! Two GETs are all the broker needs from the API server, so they are plain HTTPS requests
-//! with the pod's ServiceAccount token (in-cluster) rather than a Kubernetes client library.
+//! The API server is read with `kube`: its configuration from the cluster (the pod's
+//! ServiceAccount), a kubeconfig, or `--apiserver` with a token file, and typed objects.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,27 +12,32 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use broker_reference::Credentials;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::Api;
 use kubelet_credentials::{parse_pull_secret, service_account_secret_names, Keyring};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
-/// Where the in-cluster credentials are mounted.
-const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The most objects kept in the cache.
 const MAX_CACHED: usize = 4096;
-/// The most bytes of objects kept in the cache (as the API server sent them): Secrets are up
-/// to 1 MiB each, so a count alone would allow gigabytes.
+/// The most bytes of objects kept in the cache (as JSON): Secrets are up to 1 MiB each, so a
+/// count alone would allow gigabytes.
 const MAX_CACHED_BYTES: usize = 16 << 20;
-/// The largest object read: etcd stores at most 1.5 MiB per object, so a longer answer is no
-/// object of the cluster.
-const MAX_OBJECT_BYTES: usize = 2 << 20;
 
 /// Why the pull secrets of a lookup could not be read: the lookup cannot know which
 /// credentials the kubelet would have.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// `--apiserver` was not given outside a cluster.
-    #[error("not in a cluster (KUBERNETES_SERVICE_HOST unset): give --apiserver")]
-    NotInCluster,
+    /// Neither a kubeconfig nor the in-cluster environment says where the API server is.
+    #[error("no API server configuration (no kubeconfig, not in a cluster): give --apiserver")]
+    NoConfiguration(#[source] Box<kube::config::InferConfigError>),
+    /// `--apiserver` is not a URL.
+    #[error("--apiserver {url:?} is not a URL")]
+    Url {
+        /// What was given.
+        url: String,
+    },
     /// A file of the configuration could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -49,25 +54,23 @@ pub enum ClusterError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: rustls::pki_types::pem::Error,
     },
-    /// The HTTP client could not be built.
+    /// The client could not be built from the configuration.
     #[error("cannot build the API client: {0}")]
-    Client(#[source] reqwest::Error),
-    /// The request did not reach the API server or its answer broke off.
-    #[error("API server: {0}")]
-    Transport(#[source] reqwest::Error),
-    /// The API server answered with an object that is not JSON.
-    #[error("API server: unreadable {object}")]
-    Unreadable {
+    Client(#[source] Box<kube::Error>),
+    /// The API server refused the read, failed, or could not be reached.
+    #[error("API server: {object}: {source}")]
+    Api {
         /// `resource namespace/name`.
         object: String,
+        /// What `kube` says (a status and reason, or the transport's error).
+        #[source]
+        source: Box<kube::Error>,
     },
-    /// The API server answered with an unexpected status.
-    #[error("API server answered HTTP {status} for {object}")]
-    Status {
-        /// The status.
-        status: u16,
+    /// The object read is not what `kubelet-credentials` reads.
+    #[error("API server: unreadable {object}")]
+    Unreadable {
         /// `resource namespace/name`.
         object: String,
     },
@@ -76,34 +79,61 @@ pub enum ClusterError {
     NoAnswer,
 }
 
-/// How to reach the API server.
-#[derive(Debug, Clone)]
+/// How to reach the API server: from a kubeconfig or the cluster, or given on the command line.
+#[derive(Debug, Clone, Default)]
 pub struct ApiServer {
-    /// `https://host:port` (or `http://127.0.0.1:port` for the tests' fake API server).
-    pub url: String,
-    /// The bearer token's file, read on every cache miss (projected tokens rotate).
+    /// `--apiserver`: `https://host:port` (or `http://127.0.0.1:port` for the tests' fake API
+    /// server); `None` to infer (`KUBECONFIG`, `~/.kube/config`, then in-cluster).
+    pub url: Option<String>,
+    /// The bearer token's file, read again as it rotates (projected tokens do).
     pub token_file: Option<PathBuf>,
     /// The API server's CA (PEM), `None` for the system roots.
     pub ca_file: Option<PathBuf>,
 }
 
 impl ApiServer {
-    /// The in-cluster API server, from the environment Kubernetes gives every pod.
-    pub fn in_cluster() -> Result<Self, ClusterError> {
-        let host =
-            std::env::var("KUBERNETES_SERVICE_HOST").map_err(|_| ClusterError::NotInCluster)?;
-        let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
+    /// The `kube` configuration, every request bounded by `timeout`.
+    async fn config(&self, timeout: Duration) -> Result<kube::Config, ClusterError> {
+        let mut config = match &self.url {
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| ClusterError::NoConfiguration(Box::new(e)))?,
+            Some(url) => {
+                let uri = url
+                    .parse()
+                    .map_err(|_| ClusterError::Url { url: url.clone() })?;
+                let mut config = kube::Config::new(uri);
+                config.auth_info.token_file = self
+                    .token_file
+                    .as_ref()
+                    .map(|path| path.display().to_string());
+                if let Some(ca) = &self.ca_file {
+                    config.root_cert = Some(read_ca(ca)?);
+                }
+                config
+            }
         };
-        Ok(ApiServer {
-            url: format!("https://{host}:{port}"),
-            token_file: Some(PathBuf::from(SERVICE_ACCOUNT_DIR).join("token")),
-            ca_file: Some(PathBuf::from(SERVICE_ACCOUNT_DIR).join("ca.crt")),
-        })
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        Ok(config)
     }
+}
+
+/// The certificates of a PEM file, as DER.
+fn read_ca(path: &PathBuf) -> Result<Vec<Vec<u8>>, ClusterError> {
+    let certificate = |source| ClusterError::Certificate {
+        path: path.clone(),
+        source,
+    };
+    std::fs::metadata(path).map_err(|source| ClusterError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect())
+        .map_err(certificate)?;
+    Ok(certs.into_iter().map(|c| c.to_vec()).collect())
 }
 
 #[derive(Clone)]
@@ -114,8 +144,7 @@ enum Fetched {
 
 /// The API server client with its cache.
 pub struct Cluster {
-    api: ApiServer,
-    client: reqwest::Client,
+    client: kube::Client,
     ttl: Duration,
     cache: Mutex<Cache>,
 }
@@ -164,25 +193,15 @@ pub struct PullSecrets {
 
 impl Cluster {
     /// A client of `api`, caching objects for `ttl`; every request is bounded by `timeout`.
-    pub fn new(api: ApiServer, ttl: Duration, timeout: Duration) -> Result<Self, ClusterError> {
-        // the API server is in the cluster: no proxy from the environment stands in between
-        let mut builder = reqwest::Client::builder().timeout(timeout).no_proxy();
-        if let Some(ca) = &api.ca_file {
-            let pem = std::fs::read(ca).map_err(|source| ClusterError::Read {
-                path: ca.clone(),
-                source,
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
-                ClusterError::Certificate {
-                    path: ca.clone(),
-                    source,
-                }
-            })?;
-            builder = builder.tls_certs_only(certs);
-        }
-        let client = builder.build().map_err(ClusterError::Client)?;
+    pub async fn new(
+        api: &ApiServer,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Self, ClusterError> {
+        let config = api.config(timeout).await?;
+        let client =
+            kube::Client::try_from(config).map_err(|e| ClusterError::Client(Box::new(e)))?;
         Ok(Cluster {
-            api,
             client,
             ttl,
             cache: Mutex::default(),
@@ -202,7 +221,7 @@ impl Cluster {
         let names: Vec<String> = match credentials {
             Credentials::PullSecrets(names) => names.clone(),
             Credentials::ServiceAccount(account) => {
-                match self.get("serviceaccounts", namespace, account).await? {
+                match self.get::<ServiceAccount>(namespace, account).await? {
                     Fetched::Missing => {
                         skipped.push(format!("serviceaccount/{account}"));
                         Vec::new()
@@ -218,7 +237,7 @@ impl Cluster {
                 skipped.push(format!("secret/{name}"));
                 continue;
             }
-            match self.get("secrets", namespace, &name).await? {
+            match self.get::<Secret>(namespace, &name).await? {
                 Fetched::Missing => skipped.push(format!("secret/{name}")),
                 Fetched::Object(secret) => {
                     match parse_pull_secret(&format!("{namespace}/{name}"), &secret) {
@@ -245,76 +264,45 @@ impl Cluster {
         })
     }
 
-    async fn get(
-        &self,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Fetched, ClusterError> {
-        let key = format!("{resource}/{namespace}/{name}");
+    /// The object `namespace/name` of kind `K` as JSON (what `kubelet-credentials` reads), from
+    /// the cache while it is fresh.
+    async fn get<K>(&self, namespace: &str, name: &str) -> Result<Fetched, ClusterError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + serde::Serialize,
+        K::DynamicType: Default,
+    {
+        let kind = K::kind(&K::DynamicType::default()).into_owned();
+        let key = format!("{kind}/{namespace}/{name}");
         if let Some(fetched) = self.cache.lock().ok().and_then(|c| c.get(&key, self.ttl)) {
             return Ok(fetched);
         }
-        let url = format!(
-            "{}/api/v1/namespaces/{namespace}/{resource}/{name}",
-            self.api.url.trim_end_matches('/')
-        );
-        let mut request = self.client.get(&url);
-        if let Some(file) = &self.api.token_file {
-            let token =
-                tokio::fs::read_to_string(file)
-                    .await
-                    .map_err(|source| ClusterError::Read {
-                        path: file.clone(),
-                        source,
-                    })?;
-            request = request.bearer_auth(token.trim());
-        }
-        let response = request
-            .send()
+        let object = || format!("{kind} {namespace}/{name}");
+        let read = Api::<K>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
             .await
-            .map_err(|e| ClusterError::Transport(e.without_url()))?;
-        let object = || format!("{resource} {namespace}/{name}");
-        let (fetched, size) = match response.status().as_u16() {
-            200 => {
-                let body = read_object(response)
-                    .await
-                    .ok_or_else(|| ClusterError::Unreadable { object: object() })?;
-                let value = serde_json::from_slice::<Value>(&body)
+            .map_err(|source| ClusterError::Api {
+                object: object(),
+                source: Box::new(source),
+            })?;
+        let (fetched, size) = match read {
+            Some(found) => {
+                let text = serde_json::to_vec(&found)
                     .map_err(|_| ClusterError::Unreadable { object: object() })?;
-                (Fetched::Object(Arc::new(value)), body.len())
+                let value = serde_json::from_slice::<Value>(&text)
+                    .map_err(|_| ClusterError::Unreadable { object: object() })?;
+                (Fetched::Object(Arc::new(value)), text.len())
             }
-            404 => (Fetched::Missing, 0),
-            status => {
-                return Err(ClusterError::Status {
-                    status,
-                    object: object(),
-                })
-            }
+            None => (Fetched::Missing, 0),
         };
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(key.clone(), fetched.clone(), key.len() + size, self.ttl);
         }
         Ok(fetched)
     }
-}
-
-/// The body of an API answer, `None` beyond [`MAX_OBJECT_BYTES`] or when it breaks off.
-async fn read_object(mut response: reqwest::Response) -> Option<Vec<u8>> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > MAX_OBJECT_BYTES as u64)
-    {
-        return None;
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.ok()? {
-        if body.len() + chunk.len() > MAX_OBJECT_BYTES {
-            return None;
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Some(body)
 }
 
 #[cfg(test)]

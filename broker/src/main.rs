@@ -58,7 +58,8 @@ struct Args {
     /// `lookupBroker.keySecret` names. Read again every 10 s, for rotation.
     #[arg(long, env = "BROKER_KEY_DIR")]
     key_dir: PathBuf,
-    /// The API server's URL; in-cluster configuration when absent.
+    /// The API server's URL; without it, a kubeconfig (`KUBECONFIG`, `~/.kube/config`),
+    /// else the in-cluster configuration.
     #[arg(long, env = "BROKER_APISERVER")]
     apiserver: Option<String>,
     /// The API server's bearer token file (with --apiserver).
@@ -135,16 +136,13 @@ fn networks(list: &[String]) -> Result<Vec<Network>, StartupError> {
 }
 
 impl Args {
-    /// Where the API server is and how to authenticate to it.
-    fn api_server(&self) -> Result<ApiServer, StartupError> {
-        Ok(match &self.apiserver {
-            Some(url) => ApiServer {
-                url: url.clone(),
-                token_file: self.apiserver_token_file.clone(),
-                ca_file: self.apiserver_ca_file.clone(),
-            },
-            None => ApiServer::in_cluster()?,
-        })
+    /// Where the API server is and how to authenticate to it (inferred without --apiserver).
+    fn api_server(&self) -> ApiServer {
+        ApiServer {
+            url: self.apiserver.clone(),
+            token_file: self.apiserver_token_file.clone(),
+            ca_file: self.apiserver_ca_file.clone(),
+        }
     }
 
     /// The registry client, its destinations checked at connect time and per URL.
@@ -187,15 +185,16 @@ impl Args {
     }
 
     /// The broker these options describe.
-    fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
+    async fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
         let caller = caller::Caller::from_dir(&self.caller_dir)?;
         let keys = keys::Keys::from_dir(&self.key_dir)?;
         let limits = self.limits();
         let cluster = Cluster::new(
-            self.api_server()?,
+            &self.api_server(),
             Duration::from_secs(self.cache_seconds),
             limits.attempt_timeout,
-        )?;
+        )
+        .await?;
         let mut denied = destinations::default_denied();
         denied.extend(networks(&self.deny_destinations)?);
         let destinations = Arc::new(Destinations::new(
@@ -227,7 +226,7 @@ async fn run(args: Args) -> Result<(), StartupError> {
     registry_client::install_tls_provider();
     let mut signals = Signals::new()?;
     let metrics = Arc::new(Metrics::default());
-    let broker = Arc::new(args.broker(metrics.clone())?);
+    let broker = Arc::new(args.broker(metrics.clone()).await?);
     let tls = args.tls()?;
     let (listener, address) = bind(args.listen).await?;
     let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;

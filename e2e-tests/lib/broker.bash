@@ -3,7 +3,7 @@
 # 97-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
 # registry_stop_all stops them with the registries.
 #
-#   broker_start broker --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
+#   broker_start broker {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD] [ARGS...]
 #       (sealing keys: $BROKER_KEY, the one the policy reads from broker_key_secret_yaml)
 #       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
@@ -71,14 +71,15 @@ broker_bin() {
 # shellcheck source=e2e-tests/lib/policy_server.bash
 source "$E2E_DIR/lib/policy_server.bash"
 
-# broker_start NAME --apiserver-port PORT --sources FILE [--caller USER PASSWORD] [ARGS...]
+# broker_start NAME {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD] [ARGS...]
 broker_start() {
-  local name=$1 dir port attempt api="" sources="" user=$BROKER_CALLER_USER password=$BROKER_CALLER_PASSWORD
+  local name=$1 dir port attempt api="" kubeconfig="" sources="" user=$BROKER_CALLER_USER password=$BROKER_CALLER_PASSWORD
   shift
   local -a extra=()
   while (($#)); do
     case "$1" in
       --apiserver-port) api=$2; shift 2 ;;
+      --kubeconfig) kubeconfig=$2; shift 2 ;;
       --sources) sources=$2; shift 2 ;;
       --caller) user=$2 password=$3; shift 3 ;;
       *) extra+=("$1"); shift ;;
@@ -89,11 +90,14 @@ broker_start() {
   printf '%s' "$user" >"$dir/caller/username"
   printf '%s' "$password" >"$dir/caller/password"
   printf '%s\n' "$BROKER_KEY" >"$dir/keys/key"
+  # the API server by URL, or (--kubeconfig) found the way a kubeconfig user finds it
+  local -a where=(--apiserver "http://127.0.0.1:$api")
+  [[ -z "$kubeconfig" ]] || where=()
   for attempt in 1 2 3; do
     port=$(free_port)
     # 3>&- : bats waits for every process holding its fd 3
-    "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
-      --caller-dir "$dir/caller" --key-dir "$dir/keys" --apiserver "http://127.0.0.1:$api" --sources "$sources" \
+    KUBECONFIG=${kubeconfig:-${KUBECONFIG:-}} "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
+      --caller-dir "$dir/caller" --key-dir "$dir/keys" "${where[@]}" --sources "$sources" \
       --own-host "127.0.0.1:$port" --own-host "localhost:$port" --allow-destination 127.0.0.0/8 "${extra[@]}" \
       >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
     echo $! >"$dir/pid"
