@@ -188,9 +188,8 @@ impl Connections {
     }
 
     /// The next connection with its hold on the cap (waiting for a free place first); `None`
-    /// once stopped. An accept error
-    /// (EMFILE, ENFILE, ECONNABORTED…) is waited out for `ACCEPT_BACKOFF`, not retried at once
-    /// in a hot loop.
+    /// once stopped. An accept error (EMFILE, ENFILE, ECONNABORTED…) is waited out for
+    /// `ACCEPT_BACKOFF`, not retried at once in a hot loop.
     async fn next(&self, listener: &TcpListener) -> Option<(TcpStream, Held)> {
         let stopped = self.stopped();
         tokio::pin!(stopped);
