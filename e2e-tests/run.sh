@@ -8,6 +8,11 @@
 #   oci/v1/resolve_images on a stock kwctl, …), found in kwctl's TAP output; and last the
 #   leak check (99-no-leak.bats) over the transcripts of both runs.
 #
+# Each run takes two passes: the suite files that time nothing, E2E_JOBS files at a time
+# (default 2; bats --jobs needs GNU parallel, else 1), then, one file at a time on a quiet
+# machine, the suites whose assertions time something (latency, budgets, time-outs, a drain:
+# TIMED_SUITES below). A file's tests always run in order (setup_file shares its registries).
+#
 # Needs POLICY_WASM, POLICY_HOST and E2E_TRANSCRIPT_DIR (the Makefile sets them); KWCTL is
 # optional. Prints each run's TAP lines and a closing `N passed, N failed, N skipped` line.
 set -euo pipefail
@@ -19,14 +24,45 @@ mkdir -p "$work"
 export POLICY_WASM POLICY_HOST E2E_TRANSCRIPT_DIR
 
 passed=0 failed=0 skipped=0
+TIMED_SUITES=(30-unreachable 35-faults 45-certainty 96-policy-server-hung-registry
+  97-broker 97-broker-lifecycle 97-broker-limits 98-audit)
+jobs=${E2E_JOBS:-2}
+if ((jobs > 1)) && ! command -v parallel >/dev/null; then
+  echo "e2e: no GNU parallel (make setup installs it): one suite file at a time" >&2
+  jobs=1
+fi
 # count REGEX FILE: how many lines of FILE match.
 count() { grep -cE "$1" "$2" || true; }
-# run_bats NAME TAP_FILE ARGS...: bats with TAP output, kept in TAP_FILE and counted.
+# is_timed SUITE_FILE: whether the suite times something and so runs alone.
+is_timed() {
+  local timed
+  for timed in "${TIMED_SUITES[@]}"; do
+    [[ "$(basename "$1" .bats)" == "$timed" ]] && return 0
+  done
+  return 1
+}
+
+# run_bats NAME TAP_FILE [BATS_ARGS...] -- SUITE...: the suites in two passes (above), their
+# TAP output kept in TAP_FILE and counted.
 run_bats() {
-  local name=$1 tap=$2 status=0
+  local name=$1 tap=$2 status=0 suite
   shift 2
+  local args=() free=() timed=()
+  while (($#)) && [[ "$1" != -- ]]; do args+=("$1"); shift; done
+  shift
+  for suite in "$@"; do
+    if is_timed "$suite"; then timed+=("$suite"); else free+=("$suite"); fi
+  done
   echo "== e2e: $name" >&2
-  bats --formatter tap --timing "$@" | tee "$tap" || status=$?
+  : >"$tap"
+  if ((${#free[@]})); then
+    local parallel_args=()
+    ((jobs > 1)) && parallel_args=(--jobs "$jobs" --no-parallelize-within-files)
+    bats --formatter tap --timing "${parallel_args[@]}" "${args[@]}" "${free[@]}" | tee -a "$tap" || status=$?
+  fi
+  if ((${#timed[@]})); then
+    bats --formatter tap --timing "${args[@]}" "${timed[@]}" | tee -a "$tap" || status=$?
+  fi
   local ok skip
   ok=$(count '^ok [0-9]+ ' "$tap")
   skip=$(count '^ok [0-9]+ .* # skip' "$tap")
@@ -51,23 +87,23 @@ as_filter() {
 }
 
 status=0
+# every suite but the leak check, which reads what every run recorded and so runs last
+suites=()
+for suite in "$e2e"/*.bats; do
+  [[ "$suite" == */99-no-leak.bats ]] || suites+=("$suite")
+done
 if [[ -n "${KWCTL:-}" ]]; then
   [[ -x "$KWCTL" ]] || { echo "e2e: $KWCTL is not an executable kwctl" >&2; exit 1; }
-  # every suite but the leak check, which reads what both runs recorded and so runs last
-  suites=()
-  for suite in "$e2e"/*.bats; do
-    [[ "$suite" == */99-no-leak.bats ]] || suites+=("$suite")
-  done
-  E2E_HOST=kwctl KWCTL="$KWCTL" run_bats "every suite on kwctl ($KWCTL)" "$work/kwctl.tap" "${suites[@]}" || status=$?
+  E2E_HOST=kwctl KWCTL="$KWCTL" run_bats "every suite on kwctl ($KWCTL)" "$work/kwctl.tap" -- "${suites[@]}" || status=$?
   skipped_names "$work/kwctl.tap" >"$work/host-only.txt"
   if [[ -s "$work/host-only.txt" ]]; then
     E2E_HOST=policy-host run_bats "on the test host, the $(wc -l <"$work/host-only.txt") tests kwctl skipped" \
-      "$work/host.tap" --filter "$(as_filter <"$work/host-only.txt")" "${suites[@]}" || status=$?
+      "$work/host.tap" --filter "$(as_filter <"$work/host-only.txt")" -- "${suites[@]}" || status=$?
   fi
-  E2E_HOST=policy-host run_bats "the leak check over both runs" "$work/leak.tap" "$e2e/99-no-leak.bats" || status=$?
 else
   echo "e2e: no kwctl (KWCTL unset): every suite on the test host" >&2
-  E2E_HOST=policy-host run_bats "every suite on the test host" "$work/host.tap" "$e2e" || status=$?
+  E2E_HOST=policy-host run_bats "every suite on the test host" "$work/host.tap" -- "${suites[@]}" || status=$?
 fi
+E2E_HOST=policy-host run_bats "the leak check over every run" "$work/leak.tap" -- "$e2e/99-no-leak.bats" || status=$?
 echo "e2e: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

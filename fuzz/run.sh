@@ -19,7 +19,7 @@ targets=("$@")
 # Its own target directory: RUSTC_BOOTSTRAP re-runs the build scripts that probe for nightly
 # features (proc-macro2, anyhow, …), which would otherwise invalidate the workspace's
 # target/debug for the next `cargo build` or `cargo test`.
-flags=(--sanitizer none --dev --target-dir "$(cd "$fuzz/.." && pwd)/target/fuzz")
+flags=(--sanitizer none --dev --features libfuzzer --target-dir "$(cd "$fuzz/.." && pwd)/target/fuzz")
 export RUSTC_BOOTSTRAP=1
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked

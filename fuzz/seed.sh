@@ -81,3 +81,12 @@ docker_config '\0\0\0' '{"AUTHS":null,"auths":{"ghcr.io":{"auth":"$M"},"x":null}
 docker_config '\1\0\0' '{"https://index.docker.io/v1/":{"username":"$M","password":"$M","email":"e@x"}}' | seed docker_config
 docker_config '\1\1\0' '{"*.example.com:5000/team":{"auth":"$M="}}' | seed docker_config
 docker_config '\0\0\1' 'entries' | seed docker_config
+
+# keyring: its input is structured (`arbitrary` reads entries and images from any bytes), so
+# the image names of the reference seeds, a few joined together, give it keys and images
+# shaped like the fixtures'.
+for file in "$corpus"/reference/seed-*; do
+  seed keyring <"$file"
+done
+printf '%s\n' "$images" | head -c 2000 | seed keyring
+printf '\1\0\0\0registry.example.com\0\0\0\4user\1\1\1\0registry.example.com/team/app' | seed keyring

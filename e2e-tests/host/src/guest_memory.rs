@@ -162,16 +162,27 @@ mod tests {
     fn meter_sees_initial_size_and_growth() {
         let meter = MemoryMeter::default();
         let engine = meter.engine().expect("engine");
-        // Two pages at start; `grow` adds three and writes to the last byte of the last page.
-        let module = wasmtime::Module::new(
-            &engine,
-            r#"(module
-                 (memory (export "memory") 2)
-                 (func (export "grow")
-                   (drop (memory.grow (i32.const 3)))
-                   (i32.store8 (i32.const 327679) (i32.const 7))))"#,
-        )
-        .expect("module");
+        // Two pages at start; `grow` adds three and writes to the last byte of the last page:
+        // (module
+        //   (memory (export "memory") 2)
+        //   (func (export "grow")
+        //     (drop (memory.grow (i32.const 3)))
+        //     (i32.store8 (i32.const 327679) (i32.const 7))))
+        // in the binary format (the engine is built without a WAT parser).
+        const GROW: &[u8] = &[
+            0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+            0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+            0x03, 0x02, 0x01, 0x00, // functions: one of type 0
+            0x05, 0x03, 0x01, 0x00, 0x02, // memories: min 2 pages
+            0x07, 0x11, 0x02, // exports: two
+            0x06, b'm', b'e', b'm', b'o', b'r', b'y', 0x02, 0x00, // "memory": memory 0
+            0x04, b'g', b'r', b'o', b'w', 0x00, 0x00, // "grow": function 0
+            0x0a, 0x12, 0x01, 0x10, 0x00, // code: one body of 16 bytes, no locals
+            0x41, 0x03, 0x40, 0x00, 0x1a, // i32.const 3, memory.grow, drop
+            0x41, 0xff, 0xff, 0x13, 0x41, 0x07, // i32.const 327679, i32.const 7
+            0x3a, 0x00, 0x00, 0x0b, // i32.store8, end
+        ];
+        let module = wasmtime::Module::new(&engine, GROW).expect("module");
         let mut store = wasmtime::Store::new(&engine, ());
         let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instance");
         assert_eq!(meter.peak_bytes(), 2 * WASM_PAGE);

@@ -1,15 +1,24 @@
 //! The waPC guest: loading the module with wasmtime (WASI enabled, the guest
 //! is wasm32-wasip1) and calling its `validate_settings`, `validate` and
-//! `protocol_version` functions the way policy-evaluator's waPC runtime does.
+//! `protocol_version` functions the way policy-evaluator's waPC runtime
+//! (`wapc` on `wasmtime-provider`) does; the protocol is `runtime/wapc.rs`,
+//! WASI `runtime/wasi.rs`.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Value};
-use wapc::WapcHost;
-use wasmtime_provider::WasmtimeEngineProviderBuilder;
+use wasmtime::{
+    Config, Engine, InstancePre, Linker, Module, ProfilingStrategy, Store, Strategy, TypedFunc,
+};
 
+mod wapc;
+mod wasi;
+
+use self::wapc::{HasWapc, WapcState};
+use self::wasi::{Exit, HasWasi, WasiState};
 use crate::capabilities::HostCapabilities;
 use crate::response::{AdmissionResponse, PolicyValidationResponse, SettingsValidationResponse};
 
@@ -77,68 +86,132 @@ fn precompiled(engine: &wasmtime::Engine, module: &[u8], dir: &Path) -> Result<w
     unsafe { wasmtime::Module::deserialize(engine, &bytes) }.map_err(|e| anyhow!("{e}"))
 }
 
-/// A compiled policy from which fresh instances are made, as policy-server
-/// does for every evaluation (`rehydrate`: a new store, WASI context and
-/// instance, then `wapc_init`), so that `bench --fresh-instances` measures
-/// what a server pays per request, not only the warm `validate`.
+/// The store's data of one instance: its waPC conversation and WASI state.
+struct Guest {
+    wapc: WapcState,
+    wasi: WasiState,
+}
+
+impl HasWapc for Guest {
+    fn wapc(&mut self) -> &mut WapcState {
+        &mut self.wapc
+    }
+}
+
+impl HasWasi for Guest {
+    fn wasi(&mut self) -> &mut WasiState {
+        &mut self.wasi
+    }
+}
+
+/// A compiled and linked policy from which fresh instances are made, as
+/// policy-server does for every evaluation (`rehydrate`: a new store, WASI
+/// context and instance, then `wapc_init`), so that `bench --fresh-instances`
+/// measures what a server pays per request, not only the warm `validate`.
 pub struct PolicyPre {
-    pre: wasmtime_provider::WasmtimeEngineProviderPre,
+    pre: InstancePre<Guest>,
+    engine: Engine,
     capabilities: Arc<HostCapabilities>,
 }
 
 impl PolicyPre {
     /// Compile `module` (on `engine` without the compilation cache, else on
-    /// wasmtime-provider's own engine settings with it).
+    /// the default engine, cranelift, with it).
     pub fn with_engine(
         module: &[u8],
         capabilities: Arc<HostCapabilities>,
-        engine: Option<wasmtime::Engine>,
+        engine: Option<Engine>,
     ) -> Result<Self> {
-        let mut builder =
-            WasmtimeEngineProviderBuilder::new().wasi_params(wapc::WasiParams::default());
-        if let Some(engine) = engine {
-            builder = builder.engine(engine).module_bytes(module);
-        } else if let Some(dir) = cache_dir() {
-            // wasmtime-provider's own engine settings: the defaults, cranelift
-            let mut config = wasmtime::Config::default();
-            config.strategy(wasmtime::Strategy::Cranelift);
-            if perf_map_requested() {
-                config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        let (engine, compiled) = match engine {
+            Some(engine) => {
+                let compiled = Module::new(&engine, module)
+                    .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
+                (engine, compiled)
             }
-            let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
-            let compiled = precompiled(&engine, module, &dir)
+            None => {
+                let mut config = Config::default();
+                config.strategy(Strategy::Cranelift);
+                if perf_map_requested() {
+                    config.profiler(ProfilingStrategy::PerfMap);
+                }
+                let engine = Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
+                let compiled = match cache_dir() {
+                    Some(dir) => precompiled(&engine, module, &dir),
+                    None => Module::new(&engine, module).map_err(|e| anyhow!("{e}")),
+                }
                 .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
-            builder = builder.engine(engine).module(compiled);
-        } else {
-            builder = builder.module_bytes(module);
-        }
-        let pre = builder
-            .build_pre()
-            .map_err(|e| anyhow!("cannot load the policy: {e}"))?;
-        Ok(Self { pre, capabilities })
+                (engine, compiled)
+            }
+        };
+        let link = || -> wasmtime::Result<InstancePre<Guest>> {
+            let mut linker = Linker::new(&engine);
+            wapc::add_to_linker(&mut linker)?;
+            wasi::add_to_linker(&mut linker)?;
+            // An import neither names traps when called, as in a WASI host
+            // that lacks it, instead of refusing the module.
+            linker.define_unknown_imports_as_traps(&compiled)?;
+            linker.instantiate_pre(&compiled)
+        };
+        let pre = link().map_err(|e| anyhow!("cannot load the policy: {e}"))?;
+        Ok(Self {
+            pre,
+            engine,
+            capabilities,
+        })
     }
 
-    /// A new instance, initialised (`wapc_init`), with host calls going to
-    /// the capabilities this was made with.
+    /// A new instance, initialised (`_start`, then `wapc_init`, where the
+    /// module exports them), with host calls going to the capabilities this
+    /// was made with.
     pub fn instantiate(&self) -> Result<PolicyRuntime> {
-        let engine = self
+        let guest = Guest {
+            wapc: WapcState::new(self.capabilities.clone()),
+            wasi: WasiState::default(),
+        };
+        let mut store = Store::new(&self.engine, guest);
+        let instance = self
             .pre
-            .rehydrate(None)
+            .instantiate(&mut store)
             .map_err(|e| anyhow!("cannot instantiate the policy: {e}"))?;
-        let capabilities = self.capabilities.clone();
-        let callback =
-            move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| {
-                capabilities.host_callback(binding, namespace, operation, payload)
+        for start in ["_start", "wapc_init"] {
+            let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, start) else {
+                continue;
             };
-        let host = WapcHost::new(Box::new(engine), Some(Box::new(callback)))
+            if let Err(error) = init.call(&mut store, ()) {
+                // A module whose `main` exits 0 (TinyGo) has initialised.
+                if matches!(error.downcast_ref::<Exit>(), Some(Exit(0))) {
+                    continue;
+                }
+                return Err(anyhow!(
+                    "cannot instantiate the waPC host: Initialization failed: {error}"
+                ));
+            }
+        }
+        let guest_call = instance
+            .get_typed_func::<(i32, i32), i32>(&mut store, "__guest_call")
             .map_err(|e| anyhow!("cannot instantiate the waPC host: {e}"))?;
-        Ok(PolicyRuntime { host })
+        Ok(PolicyRuntime {
+            store: RefCell::new(store),
+            guest_call,
+        })
+    }
+}
+
+/// A failed guest call, with the words and `Debug` form of
+/// `wapc::errors::Error::GuestCallFailure`, which the messages below keep.
+#[derive(Debug)]
+struct GuestCallFailure(String);
+
+impl std::fmt::Display for GuestCallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Guest call failure: {}", self.0)
     }
 }
 
 /// A loaded policy, wired to the host capabilities.
 pub struct PolicyRuntime {
-    host: WapcHost,
+    store: RefCell<Store<Guest>>,
+    guest_call: TypedFunc<(i32, i32), i32>,
 }
 
 impl PolicyRuntime {
@@ -147,11 +220,35 @@ impl PolicyRuntime {
         PolicyPre::with_engine(module, capabilities, None)?.instantiate()
     }
 
+    /// One waPC guest call: `__guest_call` with the operation and payload's
+    /// lengths, the guest fetching them with `__guest_request`. A trap fails
+    /// the call with the trap's text.
+    fn guest_call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, GuestCallFailure> {
+        let mut store = self.store.borrow_mut();
+        store.data_mut().wapc.begin(operation, payload);
+        let lengths = (
+            i32::try_from(operation.len()).unwrap_or(i32::MAX),
+            i32::try_from(payload.len()).unwrap_or(i32::MAX),
+        );
+        let result = match self.guest_call.call(&mut *store, lengths) {
+            Ok(result) => result,
+            Err(error) => {
+                store.data_mut().wapc.fail(error.to_string());
+                0
+            }
+        };
+        store
+            .data_mut()
+            .wapc
+            .outcome(result)
+            .map_err(GuestCallFailure)
+    }
+
     /// Call the guest's `validate_settings`. A failed call counts as invalid
     /// settings, with upstream's message.
     pub fn validate_settings(&self, settings: &Value) -> SettingsValidationResponse {
         let payload = settings.to_string();
-        match self.host.call("validate_settings", payload.as_bytes()) {
+        match self.guest_call("validate_settings", payload.as_bytes()) {
             Ok(res) => {
                 serde_json::from_slice(&res).unwrap_or_else(|e| SettingsValidationResponse {
                     valid: false,
@@ -177,7 +274,7 @@ impl PolicyRuntime {
             .to_owned();
         let req_obj = request.get("object");
         let params = json!({ "request": request, "settings": settings });
-        match self.host.call("validate", params.to_string().as_bytes()) {
+        match self.guest_call("validate", params.to_string().as_bytes()) {
             Ok(res) => serde_json::from_slice::<PolicyValidationResponse>(&res)
                 .map_err(|e| anyhow!("cannot deserialize policy validation response: {e}"))
                 .and_then(|r| {
@@ -192,16 +289,14 @@ impl PolicyRuntime {
 
     /// Call a guest function with a raw payload and return its raw answer.
     pub fn call(&self, function: &str, payload: &[u8]) -> Result<Vec<u8>> {
-        self.host
-            .call(function, payload)
+        self.guest_call(function, payload)
             .map_err(|e| anyhow!("guest call {function} failed: {e}"))
     }
 
     /// Call the guest's `protocol_version` (a JSON string such as `"v1"`).
     pub fn protocol_version(&self) -> Result<String> {
         let res = self
-            .host
-            .call("protocol_version", &[])
+            .guest_call("protocol_version", &[])
             .map_err(|e| anyhow!("cannot invoke protocol_version: {e}"))?;
         serde_json::from_slice::<String>(&res).with_context(|| {
             format!(
