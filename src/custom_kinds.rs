@@ -174,15 +174,19 @@ impl CustomKind {
 }
 
 /// A refused custom kind rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CustomKindError {
     /// `apiVersion` is not `group/version`.
+    #[error("must be group/version, e.g. argoproj.io/v1alpha1")]
     ApiVersion,
     /// `kind` is not a Kubernetes kind.
+    #[error("must be a Kubernetes kind, e.g. Workflow")]
     Kind,
     /// Neither `images` nor `podSpecs` has a path.
+    #[error("give at least one JSONPath in images or podSpecs")]
     NoPaths,
     /// A path is not RFC 9535 JSONPath (or uses what this build leaves out).
+    #[error("invalid JSONPath {path:?}: {reason}")]
     JsonPath {
         /// `images` or `podSpecs`.
         field: &'static str,
@@ -193,23 +197,6 @@ pub enum CustomKindError {
         /// The parser's reason.
         reason: String,
     },
-}
-
-impl fmt::Display for CustomKindError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CustomKindError::ApiVersion => {
-                f.write_str("must be group/version, e.g. argoproj.io/v1alpha1")
-            }
-            CustomKindError::Kind => f.write_str("must be a Kubernetes kind, e.g. Workflow"),
-            CustomKindError::NoPaths => {
-                f.write_str("give at least one JSONPath in images or podSpecs")
-            }
-            CustomKindError::JsonPath { path, reason, .. } => {
-                write!(f, "invalid JSONPath {path:?}: {reason}")
-            }
-        }
-    }
 }
 
 impl FieldError for CustomKindError {

@@ -170,9 +170,10 @@ impl fmt::Display for Network {
 }
 
 /// A refused `lookupRegistries` or `deniedLookupNetworks` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeError {
     /// A `lookupRegistries` entry.
+    #[error("{problem}")]
     Registry {
         /// Its position.
         index: usize,
@@ -180,22 +181,13 @@ pub enum ScopeError {
         problem: String,
     },
     /// A `deniedLookupNetworks` entry.
+    #[error("{problem}")]
     Network {
         /// Its position.
         index: usize,
         /// What is wrong.
         problem: String,
     },
-}
-
-impl fmt::Display for ScopeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScopeError::Registry { problem, .. } | ScopeError::Network { problem, .. } => {
-                f.write_str(problem)
-            }
-        }
-    }
 }
 
 impl FieldError for ScopeError {

@@ -190,18 +190,14 @@ fn prefix_match(name: &str, prefix: &str) -> Option<usize> {
 }
 
 /// A refused registry rule: which field, relative to the rule list, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
 pub struct RuleError {
     /// `[0].prefix`, `[1].mirrors[0].location`.
     pub field: String,
     /// What is wrong with it.
+    #[source]
     pub problem: LocationError,
-}
-
-impl fmt::Display for RuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.problem.fmt(f)
-    }
 }
 
 impl FieldError for RuleError {
@@ -211,61 +207,40 @@ impl FieldError for RuleError {
 }
 
 /// Why a `prefix` or `location` is not `host[:port][/path]` (or, for a prefix, `*.domain`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LocationError {
     /// Nothing was written.
+    #[error("must not be empty")]
     Empty,
     /// `https://…`: locations are written without a scheme.
+    #[error("must not have a scheme: write host[:port][/path]")]
     Scheme,
     /// A tag, digest, blank or trailing slash.
+    #[error("{0:?} is not host[:port][/path]")]
     NotHostPath(String),
     /// `*.domain` outside a prefix.
+    #[error("wildcards are only allowed in prefixes")]
     WildcardOutsidePrefix,
     /// `*.domain/path`, `*.domain:port`, or `*.` alone.
+    #[error("{0:?}: a wildcard prefix is *.domain, without a port or a path")]
     WildcardWithPath(String),
     /// A `*` anywhere but leading a prefix.
+    #[error("{0:?}: a wildcard may only lead a prefix, as *.domain")]
     MisplacedWildcard(String),
     /// The first component is not a registry host (`registry/x` is a Docker Hub name).
+    #[error(
+        "{0:?} does not start with a registry host (a name with a dot or a port, or localhost); it would be read as a Docker Hub repository"
+    )]
     NotQualified(String),
     /// Not a valid registry and repository path.
+    #[error("{location:?} is not host[:port][/path]: {reason}")]
     Invalid {
         /// The location as written.
         location: String,
         /// Why the reference parser refused it.
+        #[source]
         reason: ReferenceError,
     },
-}
-
-impl fmt::Display for LocationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LocationError::Empty => f.write_str("must not be empty"),
-            LocationError::Scheme => {
-                f.write_str("must not have a scheme: write host[:port][/path]")
-            }
-            LocationError::NotHostPath(location) => {
-                write!(f, "{location:?} is not host[:port][/path]")
-            }
-            LocationError::WildcardOutsidePrefix => {
-                f.write_str("wildcards are only allowed in prefixes")
-            }
-            LocationError::WildcardWithPath(location) => write!(
-                f,
-                "{location:?}: a wildcard prefix is *.domain, without a port or a path"
-            ),
-            LocationError::MisplacedWildcard(location) => write!(
-                f,
-                "{location:?}: a wildcard may only lead a prefix, as *.domain"
-            ),
-            LocationError::NotQualified(location) => write!(
-                f,
-                "{location:?} does not start with a registry host (a name with a dot or a port, or localhost); it would be read as a Docker Hub repository"
-            ),
-            LocationError::Invalid { location, reason } => {
-                write!(f, "{location:?} is not host[:port][/path]: {reason}")
-            }
-        }
-    }
 }
 
 /// `host[:port][/path]` without scheme, tag or digest; `*.domain` only where allowed.

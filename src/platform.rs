@@ -242,18 +242,11 @@ impl fmt::Display for Platform {
 }
 
 /// A platform that is not `os/architecture[/variant]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{entry:?} is not os[(os.version)]/architecture[/variant], e.g. linux/arm64/v8 or windows(10.0.17763)/amd64"
+)]
 pub struct PlatformError {
     /// The entry as written.
     pub entry: String,
-}
-
-impl fmt::Display for PlatformError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:?} is not os[(os.version)]/architecture[/variant], e.g. linux/arm64/v8 or windows(10.0.17763)/amd64",
-            self.entry
-        )
-    }
 }

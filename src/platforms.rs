@@ -3,7 +3,6 @@
 //! are pure functions; [`PlatformChecker`] reads what they need through the host.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde_json::Value;
 
@@ -16,18 +15,14 @@ use crate::reference::ImageReference;
 use crate::scheduling::{nodes_of, Node, Placement, NODE_FIELDS};
 
 /// A refused `requiredPlatforms` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
 pub struct RequirementError {
     /// Its position in the list.
     pub index: usize,
     /// What is wrong with it.
+    #[source]
     pub error: PlatformError,
-}
-
-impl fmt::Display for RequirementError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)
-    }
 }
 
 impl FieldError for RequirementError {

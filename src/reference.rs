@@ -16,41 +16,30 @@ const NAME_TOTAL_LENGTH_MAX: usize = 255;
 const TAG_LENGTH_MAX: usize = 128;
 
 /// Why a string is not an image reference; the texts are distribution/reference's own.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
     /// The image field is empty: the kubelet reports `InvalidImageName`.
+    #[error("repository name must have at least one component")]
     Empty,
     /// Does not match the reference grammar.
+    #[error("invalid reference format")]
     InvalidFormat,
     /// The repository path has an uppercase letter.
+    #[error("repository name must be lowercase")]
     Uppercase,
     /// The repository path is longer than 255 characters.
+    #[error("repository name must not be more than 255 characters")]
     NameTooLong,
     /// A bare 64-hex string, which Docker reserves for image IDs.
+    #[error("cannot specify 64-byte hexadecimal strings as a repository name")]
     HexIdentifier,
     /// The digest algorithm is not one the runtime can verify.
+    #[error("unsupported digest algorithm")]
     UnsupportedDigest,
     /// The digest's hex part has the wrong length for its algorithm.
+    #[error("invalid checksum digest length")]
     DigestLength,
 }
-
-impl fmt::Display for ReferenceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ReferenceError::Empty => "repository name must have at least one component",
-            ReferenceError::InvalidFormat => "invalid reference format",
-            ReferenceError::Uppercase => "repository name must be lowercase",
-            ReferenceError::NameTooLong => "repository name must not be more than 255 characters",
-            ReferenceError::HexIdentifier => {
-                "cannot specify 64-byte hexadecimal strings as a repository name"
-            }
-            ReferenceError::UnsupportedDigest => "unsupported digest algorithm",
-            ReferenceError::DigestLength => "invalid checksum digest length",
-        })
-    }
-}
-
-impl std::error::Error for ReferenceError {}
 
 /// A content digest (`sha256:…`), validated for an algorithm the runtime supports.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -484,7 +484,8 @@ fn within<E: FieldError>(field: &str) -> impl Fn(E) -> SettingsError + '_ {
 }
 
 /// A settings problem, naming the offending field by its path (`actions.absent`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid settings: {}{problem}", field_prefix(.field))]
 pub struct SettingsError {
     field: String,
     problem: String,
@@ -499,17 +500,14 @@ impl SettingsError {
     }
 }
 
-impl fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "invalid settings: {}", self.problem)
-        } else {
-            write!(f, "invalid settings: {}: {}", self.field, self.problem)
-        }
+/// `field: ` ahead of a settings problem, nothing for one of the settings as a whole.
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("{field}: ")
     }
 }
-
-impl std::error::Error for SettingsError {}
 
 /// Answers the host's `validate_settings` call: `{"valid":true}` or `{"valid":false,"message":…}`.
 pub fn validate_settings_payload(payload: &[u8]) -> Vec<u8> {

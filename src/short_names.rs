@@ -16,7 +16,6 @@
 //! `localhost`, as `parseUnnormalizedShortName` decides.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Deserialize;
 
@@ -182,7 +181,8 @@ fn split_suffix(image: &str) -> (&str, &str) {
 }
 
 /// A `shortNames` field that does not hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
 pub struct ShortNameError {
     field: String,
     problem: String,
@@ -194,12 +194,6 @@ impl ShortNameError {
             field: field.into(),
             problem: problem.into(),
         }
-    }
-}
-
-impl fmt::Display for ShortNameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.problem)
     }
 }
 

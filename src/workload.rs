@@ -163,14 +163,16 @@ impl fmt::Display for ContainerImage {
 }
 
 /// Why the images of an object could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
     /// The object has no pod spec where its kind keeps one.
+    #[error("the object has no pod spec at {pointer}")]
     MissingPodSpec {
         /// Where the pod spec was expected.
         pointer: String,
     },
     /// The pod spec is not a valid `PodSpec`.
+    #[error("the pod spec at {pointer} is malformed: {reason}")]
     Malformed {
         /// Where the pod spec is.
         pointer: String,
@@ -178,6 +180,7 @@ pub enum WorkloadError {
         reason: String,
     },
     /// The custom kind's rule does not compile: settings the host did not validate.
+    #[error("the settings' rule for {kind} is invalid: {reason}")]
     InvalidRule {
         /// The custom kind.
         kind: String,
@@ -185,24 +188,6 @@ pub enum WorkloadError {
         reason: String,
     },
 }
-
-impl fmt::Display for WorkloadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkloadError::MissingPodSpec { pointer } => {
-                write!(f, "the object has no pod spec at {pointer}")
-            }
-            WorkloadError::Malformed { pointer, reason } => {
-                write!(f, "the pod spec at {pointer} is malformed: {reason}")
-            }
-            WorkloadError::InvalidRule { kind, reason } => {
-                write!(f, "the settings' rule for {kind} is invalid: {reason}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for WorkloadError {}
 
 /// What the policy reads from a pod spec: its images, where their credentials come from, and
 /// what narrows the nodes its pods can land on.

@@ -3,8 +3,6 @@
 //! "unreachable", never "not found": only a registry that was allowed to see the repository
 //! and answered 404 proves an image cannot be pulled.
 
-use std::fmt;
-
 use crate::failure::{Failure, FailureKind, Observed};
 use crate::text::truncate;
 
@@ -23,8 +21,9 @@ pub enum HostErrorKind {
     Unreachable,
 }
 
-/// A failed host call: the host's text and what it means.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A failed host call: the host's text and what it means. Its text is [`HostError::summary`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.summary())]
 pub struct HostError {
     kind: HostErrorKind,
     text: String,
@@ -201,14 +200,6 @@ impl HostError {
         summarise(&describe_bodies(&self.text))
     }
 }
-
-impl fmt::Display for HostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.summary())
-    }
-}
-
-impl std::error::Error for HostError {}
 
 /// Classifies the text of a failed registry lookup.
 fn classify_lookup(text: &str) -> HostErrorKind {
