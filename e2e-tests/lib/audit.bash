@@ -12,20 +12,35 @@
 #   report_append ID KIND NAME           adds $output's result to the suite's PolicyReport
 #                                        excerpt ($AUDIT_REPORT, JSON lines)
 
-# audit_review REQUEST_FILE [JQ_EDIT]: internal/audit-scanner/scanner/admission_request.go,
-# newAdmissionRequest: uid = the object's uid, kind = requestKind = its GroupVersionKind,
-# resource = {group, version, resource: <the Kind>} (not the plural), operation CREATE, the
-# object as stored (uid, resourceVersion, managedFields, status), no user, no oldObject, no
-# dryRun. Go's encoding/json writes the empty user as `"userInfo": {}` (the field has no
-# omitempty; its members do), and policy-server 1.36 refuses a request without the field. JQ_EDIT edits the stored object (its status, its ownerReferences).
-# AUDIT_REQUEST: the jq function audit_request($stored; $kind), the scanner's AdmissionReview
-# for a stored object of GroupVersionKind $kind (above); bench/audit.sh builds its sweep with it.
+# audit_review REQUEST_FILE [JQ_EDIT]: the scanner's AdmissionReview for the object of an
+# admission request, stored as the API server keeps it (uid, resourceVersion, managedFields,
+# status); JQ_EDIT edits the stored object (its status, its ownerReferences).
+#
+# AUDIT_REQUEST: the jq function audit_request($stored; $kind), that AdmissionReview for a
+# stored object of GroupVersionKind $kind, field for field as the scanner's json.Marshal writes
+# it; bench/audit.sh builds its sweep with it. internal/audit-scanner/scanner/admission_request.go
+# (newAdmissionRequest, newAdmissionReview) fills uid = the object's uid, name, namespace,
+# kind = requestKind = its GroupVersionKind, resource = {group, version, resource: <the Kind>}
+# (not the plural), operation CREATE and object; nothing else. How k8s.io/api (v0.36.1, its
+# go.mod) encodes the rest of admission/v1's AdmissionRequest:
+# - userInfo has no omitempty (its members do): `"userInfo": {}`, no user. policy-server 1.36
+#   refuses a request without the field.
+# - oldObject and options are runtime.RawExtension, a struct, which encoding/json never omits
+#   (omitempty does not apply to structs), and an empty RawExtension marshals as null:
+#   `"oldObject": null, "options": null`.
+# - name, namespace (omitempty strings) are left out when empty; subResource, requestResource,
+#   requestSubResource and dryRun (omitempty, unset) are left out.
+# - the review's TypeMeta is not set, and kind and apiVersion are omitempty: the scanner's
+#   AdmissionReview has no `kind` and no `apiVersion`, only `request` (response is nil and
+#   omitempty). policy-server reads both as optional (crates/policy-server/src/api/
+#   admission_review.rs).
 AUDIT_REQUEST='def audit_request($stored; $kind):
-  {kind: "AdmissionReview", apiVersion: "admission.k8s.io/v1",
-   request: {uid: $stored.metadata.uid, kind: $kind, requestKind: $kind,
-     resource: {group: $kind.group, version: $kind.version, resource: $kind.kind},
-     name: $stored.metadata.name, namespace: $stored.metadata.namespace,
-     operation: "CREATE", userInfo: {}, object: $stored}};'
+  {request: ({uid: $stored.metadata.uid, kind: $kind,
+      resource: {group: $kind.group, version: $kind.version, resource: $kind.kind},
+      requestKind: $kind}
+    + (if ($stored.metadata.name // "") != "" then {name: $stored.metadata.name} else {} end)
+    + (if ($stored.metadata.namespace // "") != "" then {namespace: $stored.metadata.namespace} else {} end)
+    + {operation: "CREATE", userInfo: {}, object: $stored, oldObject: null, options: null})};'
 
 audit_review() {
   local file=$1 edit=${2:-.} out uid
