@@ -5,7 +5,8 @@
 # exactly as the audit scanner builds them (lib/audit.bash, citing admission_request.go) and
 # POSTed to /audit/<policy>; each answer is read as report.go records it (pass, fail, error),
 # and each result is checked against the table of docs/audit.md. The PolicyReport excerpt of
-# docs/audit.md is written from these answers ($E2E_WORK/audit-report.jsonl). Skipped, saying
+# docs/audit.md is these answers ($E2E_WORK/audit-report.jsonl), and the last test fails when
+# the two differ (E2E_AUDIT_EXCERPT=FILE writes this run's excerpt). Skipped, saying
 # so, without a policy-server; runs in the test-host pass of `make e2e-tests` only.
 
 bats_require_minimum_version 1.5.0
@@ -179,6 +180,23 @@ gone_release() {
   ((output <= 2048))
   run -0 jq -rs 'map(.result) | join(" ")' "$AUDIT_REPORT"
   [ "$output" = "pass fail fail fail fail pass" ]
-  # E2E_AUDIT_REPORT=FILE keeps the excerpt, for docs/audit.md
+  # E2E_AUDIT_REPORT=FILE keeps the results as JSON lines
   [[ -z "${E2E_AUDIT_REPORT:-}" ]] || cp "$AUDIT_REPORT" "$E2E_AUDIT_REPORT"
+}
+
+@test "docs/audit.md's PolicyReport excerpt is what this run answered, word for word" {
+  [[ -s "$AUDIT_REPORT" ]] || skip "no report lines (the scenarios above did not run)"
+  report_excerpt "$AUDIT_REPORT" >"$BATS_TEST_TMPDIR/answered.yaml"
+  # E2E_AUDIT_EXCERPT=FILE keeps this run's excerpt, to paste into docs/audit.md
+  [[ -z "${E2E_AUDIT_EXCERPT:-}" ]] || cp "$BATS_TEST_TMPDIR/answered.yaml" "$E2E_AUDIT_EXCERPT"
+  docs_report_excerpt >"$BATS_TEST_TMPDIR/documented.yaml"
+  [[ -s "$BATS_TEST_TMPDIR/documented.yaml" ]] || {
+    echo "docs/audit.md: no excerpt after <!-- checked by e2e-tests/98-audit.bats -->" >&2
+    return 1
+  }
+  run diff -u --label docs/audit.md --label "this run" "$BATS_TEST_TMPDIR/documented.yaml" "$BATS_TEST_TMPDIR/answered.yaml"
+  ((status == 0)) || {
+    printf "docs/audit.md's PolicyReport excerpt differs from the suite's answers:\n%s\n" "$output" >&2
+    return 1
+  }
 }

@@ -29,10 +29,10 @@ pub enum Origin {
 }
 
 impl Origin {
-    /// The audit scanner sends a CREATE with no `userInfo` and the object as stored, with its
-    /// `resourceVersion` (`internal/audit-scanner/scanner/admission_request.go`). The API server
-    /// always names the user and refuses a CREATE that carries a `resourceVersion`, so neither
-    /// signal alone is trusted, and an admission request pays for one string comparison.
+    /// The audit scanner sends a CREATE with an empty `userInfo` and the object as stored, with
+    /// its `resourceVersion` (`internal/audit-scanner/scanner/admission_request.go`). The API
+    /// server always names the user and refuses a CREATE that carries a `resourceVersion`, so
+    /// neither signal alone is trusted, and an admission request pays for one string comparison.
     pub fn of(request: &AdmissionRequest, metadata: impl FnOnce() -> Metadata) -> Origin {
         if request.operation == Operation::Create
             && request.user_info.username.is_empty()

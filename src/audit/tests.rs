@@ -210,3 +210,72 @@ fn an_admission_instance_answers_audits_without_looking_up() {
     assert!(decision.accepted);
     assert!(decision.message.unwrap().contains("audit.lookups is false"));
 }
+
+/// docs/audit.md's table of what an audit reports per verdict: (verdict, result) for each row
+/// of the table whose header is `| verdict | result | why |`.
+fn documented_results() -> Vec<(String, String)> {
+    let doc = include_str!("../../docs/audit.md");
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|cell| cell.trim().to_owned())
+            .collect()
+    };
+    let mut lines = doc
+        .lines()
+        .skip_while(|line| cells(line)[..] != ["verdict", "result", "why"]);
+    assert!(
+        lines.next().is_some(),
+        "docs/audit.md has no `| verdict | result | why |` table"
+    );
+    lines
+        .skip(1) // |---|---|---|
+        .take_while(|line| line.trim_start().starts_with('|'))
+        .map(|line| {
+            let row = cells(line);
+            let verdict = row[0]
+                .strip_prefix('`')
+                .and_then(|v| v.strip_suffix('`'))
+                .unwrap_or_else(|| panic!("docs/audit.md: a verdict not in backticks: {line}"));
+            (verdict.to_owned(), row[1].clone())
+        })
+        .collect()
+}
+
+#[test]
+fn every_verdict_is_reported_as_docs_audit_md_says() {
+    let table = documented_results();
+    for (verdict, _) in &table {
+        assert!(
+            FailureKind::from_key(verdict).is_some(),
+            "docs/audit.md lists `{verdict}`, which is no verdict of the policy"
+        );
+    }
+    // the defaults as users get them: settings that name no action
+    let actions = crate::settings::Settings::from_value(&json!({}))
+        .unwrap()
+        .actions;
+    for kind in FailureKind::ALL {
+        let key = kind.setting_key();
+        let rows: Vec<&String> = table
+            .iter()
+            .filter(|(verdict, _)| verdict == key)
+            .map(|(_, result)| result)
+            .collect();
+        assert_eq!(
+            rows.len(),
+            1,
+            "docs/audit.md must list `{key}` exactly once, not {} times",
+            rows.len()
+        );
+        let findings = [finding("app", "registry.example/team/app:1", kind)];
+        let decision = audit("Deployment", &json!({}), &findings, &actions);
+        let result = if decision.accepted { "pass" } else { "fail" };
+        assert_eq!(
+            result, rows[0],
+            "`{key}`: the audit reports {result}, docs/audit.md says {}",
+            rows[0]
+        );
+    }
+}
