@@ -7,6 +7,7 @@ mod cluster;
 mod destinations;
 mod error;
 mod keys;
+mod logs;
 mod metrics;
 mod server;
 mod service;
@@ -230,14 +231,11 @@ async fn run(args: Args) -> Result<(), StartupError> {
     let tls = args.tls()?;
     let (listener, address) = bind(args.listen).await?;
     let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;
-    println!(
-        "{}",
-        serde_json::json!({
-            "msg": "listening",
-            "address": address.to_string(),
-            "metricsAddress": metrics_address.to_string(),
-            "tls": tls.is_some(),
-        })
+    tracing::info!(
+        msg = "listening",
+        address = %address,
+        metricsAddress = %metrics_address,
+        tls = tls.is_some(),
     );
     let header_timeout = Duration::from_millis(args.header_timeout_ms.max(100));
     let api = Connections::new(args.max_connections, header_timeout);
@@ -263,7 +261,7 @@ async fn run(args: Args) -> Result<(), StartupError> {
 }
 
 /// Stops accepting (the API port closes), then waits for the connections open to finish
-/// their current request, until `deadline` or a second signal; one JSON line as it starts
+/// their current request, until `deadline` or a second signal; one log line as it starts
 /// and one as it ends.
 async fn drain(
     api: &Connections,
@@ -274,22 +272,16 @@ async fn drain(
     api.stop();
     // returns at once: the accept loop watches the stop; after it, no connection is added
     let _ = accepting.await;
-    println!(
-        "{}",
-        serde_json::json!({
-            "msg": "draining",
-            "connections": api.open(),
-            "deadlineSeconds": deadline.as_secs(),
-        })
+    tracing::info!(
+        msg = "draining",
+        connections = api.open(),
+        deadlineSeconds = deadline.as_secs(),
     );
     let unfinished = tokio::select! {
         unfinished = api.drain(deadline) => unfinished,
         () = signals.next() => api.open(),
     };
-    println!(
-        "{}",
-        serde_json::json!({ "msg": "stopped", "unfinished": unfinished })
-    );
+    tracing::info!(msg = "stopped", unfinished);
 }
 
 /// SIGTERM (what the kubelet sends a container's PID 1 on a rollout or an eviction) and
@@ -320,12 +312,14 @@ impl Signals {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    logs::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(e) => {
+            tracing::error!(msg = "failed", error = %e, "cannot start the runtime");
             eprintln!("resolvable-images-broker: cannot start: {e}");
             return ExitCode::FAILURE;
         }
@@ -337,6 +331,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // a JSON line for the log pipeline, and the words on stderr for a person
+            tracing::error!(msg = "failed", error = %e);
             eprintln!("resolvable-images-broker: {e}");
             ExitCode::FAILURE
         }
