@@ -44,7 +44,9 @@ struct Args {
     /// Where `/metrics`, `/readyz` and `/healthz` listen (plain HTTP).
     #[arg(long, env = "BROKER_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     metrics_listen: SocketAddr,
-    /// The TLS certificate chain (PEM). Without it and --tls-key, plain HTTP, on loopback only.
+    /// The TLS certificate chain (PEM), read again at a handshake when the last reading is
+    /// over 10 s old (a renewed certificate needs no restart). Without it and --tls-key,
+    /// plain HTTP, on loopback only.
     #[arg(long, env = "BROKER_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The TLS private key (PEM).
