@@ -34,6 +34,18 @@ setup_file() {
   HOSTILE_TLS_REALM=$(fault_proxy_start h-tls-realm hostile --what realm --location "http://$REALM_SERVER/token" \
     --cert "$(e2e_workdir)/hostile-tls/server.pem" --key "$(e2e_workdir)/hostile-tls/server.key")
   export REALM_SERVER HOSTILE_TLS_REALM
+  # an HTTPS registry that redirects to plain HTTP on its own host and port (trusted through
+  # its CA, not an insecure source: nothing may fall back to plain HTTP by configuration)
+  HOSTILE_TLS_DOWNGRADE=$(fault_proxy_start h-tls-downgrade hostile --what redirect --location "http://127.0.0.1:{port}" \
+    --cert "$(e2e_workdir)/hostile-tls/server.pem" --key "$(e2e_workdir)/hostile-tls/server.key")
+  # token realms where the broker must not connect: carrier-grade NAT, IPv6 unique-local,
+  # NAT64, the cluster's service range (--deny-destination below), and a realm that is no URL
+  HOSTILE_REALM_CGNAT=$(fault_proxy_start h-realm-cgnat hostile --what realm --location "http://100.64.0.1/token")
+  HOSTILE_REALM_ULA=$(fault_proxy_start h-realm-ula hostile --what realm --location "http://[fd00::1]/token")
+  HOSTILE_REALM_NAT64=$(fault_proxy_start h-realm-nat64 hostile --what realm --location "http://[64:ff9b::1]/token")
+  HOSTILE_REALM_CLUSTER=$(fault_proxy_start h-realm-cluster hostile --what realm --location "http://10.96.0.10/token")
+  HOSTILE_REALM_BAD=$(fault_proxy_start h-realm-bad hostile --what realm --location "http://[not-an-address]/token")
+  export HOSTILE_TLS_DOWNGRADE HOSTILE_REALM_CGNAT HOSTILE_REALM_ULA HOSTILE_REALM_NAT64 HOSTILE_REALM_CLUSTER HOSTILE_REALM_BAD
   export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
 
   local cluster i
@@ -53,12 +65,16 @@ setup_file() {
   sources=$(write_sources_yaml broker-limits --insecure "$REG_AUTH" --insecure "$REG_SLOW" \
     --insecure "$HOSTILE_MANIFEST" --insecure "$HOSTILE_ERROR" --insecure "$HOSTILE_HEADER" \
     --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
-    --insecure "$HOSTILE_TLS_REALM")
+    --insecure "$HOSTILE_TLS_REALM" --insecure "$HOSTILE_REALM_CGNAT" \
+    --insecure "$HOSTILE_REALM_ULA" --insecure "$HOSTILE_REALM_NAT64" --insecure "$HOSTILE_REALM_CLUSTER" \
+    --insecure "$HOSTILE_REALM_BAD" \
+    --ca "$HOSTILE_TLS_DOWNGRADE" "$(e2e_workdir)/hostile-tls/ca.pem")
   # every proxy variable names a port nothing listens on: a broker that used one would fail
   HTTP_PROXY="http://127.0.0.1:9" HTTPS_PROXY="http://127.0.0.1:9" ALL_PROXY="http://127.0.0.1:9" \
     http_proxy="http://127.0.0.1:9" https_proxy="http://127.0.0.1:9" \
     broker_start broker-limits --apiserver-port "$api_port" --sources "$sources" \
-    --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" --silent-backoff-seconds 60
+    --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" --silent-backoff-seconds 60 \
+    --deny-destination 10.96.0.0/12
 }
 
 teardown_file() { load lib/common; scenario_teardown_file; }
@@ -78,6 +94,28 @@ lookup() {
 }
 
 broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
+
+# last_lookup REGISTRY: the broker's last lookup line for REGISTRY.
+last_lookup() {
+  jq -c --arg r "$1" 'select(.msg == "lookup" and .registry == $r)' "$BROKER_LOG" | tail -n 1
+}
+
+# realm_refused REGISTRY REALM: a lookup on REGISTRY, whose token realm is REALM, is a 503
+# (never the registry's refusal), the broker's log naming REALM as refused by policy, which
+# it decides before any connection: in far less than the 1 s connect time-out (an address
+# with no route would take all of it).
+realm_refused() {
+  run -0 lookup HEAD team-a n "$1" app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]] || _fail_with "answered $output"
+  ! grep -q "DENIED" "$BATS_TEST_TMPDIR/body" || _fail_with "the registry's refusal: $(cat "$BATS_TEST_TMPDIR/body")"
+  local line
+  line=$(last_lookup "$1")
+  echo "$line"
+  jq -e --arg realm "$2" '.reason | contains("destination refused by policy: " + $realm)' <<<"$line" >/dev/null ||
+    _fail_with "no refusal of $2 in the broker's log"
+  jq -e '.ms < 500' <<<"$line" >/dev/null || _fail_with "took as long as a connection would"
+}
 
 @test "broker limits: proxy variables are ignored, the lookup goes to the registry itself" {
   run -0 lookup GET team-a s.direct "$REG_AUTH" private/app v1
@@ -168,4 +206,38 @@ broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
   # without a credential nothing secret would go: the realm is asked
   run -0 lookup HEAD team-a n "$HOSTILE_TLS_REALM" app v1
   grep -q "GET /token" "$realm_log"
+}
+
+@test "broker limits: an HTTPS registry's redirect to plain HTTP on its own host and port is not followed" {
+  run -0 lookup GET team-a n "$HOSTILE_TLS_DOWNGRADE" private/app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]]
+  last_lookup "$HOSTILE_TLS_DOWNGRADE" | grep -qF "redirect to another host or from HTTPS to HTTP refused" ||
+    _fail_with "no refused redirect: $(last_lookup "$HOSTILE_TLS_DOWNGRADE")"
+  local log
+  log="$(e2e_workdir)/registries/h-tls-downgrade/proxy.log"
+  cat "$log"
+  # asked once over TLS; a plain-HTTP request on its TLS port would fail its handshake
+  grep -q "GET /v2/private/app/manifests/v1" "$log"
+  ! grep -q "client gave up" "$log" || _fail_with "the redirect target was connected to"
+}
+
+@test "broker limits: a token realm in carrier-grade NAT (100.64.0.0/10) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_CGNAT" "http://100.64.0.1/token"
+}
+
+@test "broker limits: a token realm in IPv6 unique-local space ([fd00::1]) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_ULA" "http://[fd00::1]/token"
+}
+
+@test "broker limits: a token realm in NAT64 space ([64:ff9b::1]) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_NAT64" "http://[64:ff9b::1]/token"
+}
+
+@test "broker limits: a token realm in a --deny-destination range (the cluster's services) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_CLUSTER" "http://10.96.0.10/token"
+}
+
+@test "broker limits: a token realm that is no URL is refused" {
+  realm_refused "$HOSTILE_REALM_BAD" "http://[not-an-address]/token"
 }
