@@ -1,8 +1,9 @@
 //! The broker's logs: `tracing` events written by `tracing-subscriber`'s JSON formatter, one
 //! object per line on stdout, each event's fields at the top level (`flatten_event`) next to
 //! `timestamp`, `level` and `target`. The broker's own events carry a `msg` field (`lookup`,
-//! `listening`, `draining`, `stopped`, `failed`) that names the record; the level comes from
-//! `RUST_LOG` (default `info`, which keeps the dependencies' debug events out).
+//! `listening`, `terminating`, `draining`, `stopped`, `failed`) that names the record; the
+//! level comes from `RUST_LOG` (default `info`, which keeps the dependencies' debug events
+//! out).
 
 use std::io;
 

@@ -125,9 +125,14 @@ struct Args {
     /// ports (ms): a client that trickles them holds a connection no longer.
     #[arg(long, env = "BROKER_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
     header_timeout_ms: u64,
-    /// On SIGTERM or SIGINT, how long the lookups in flight may take to finish before the
-    /// broker exits (s); keep it under the pod's `terminationGracePeriodSeconds` (30 s by
-    /// default) and over --lookup-timeout-ms.
+    /// On SIGTERM or SIGINT, how long the broker keeps accepting and answering lookups with
+    /// `/readyz` already answering 503 (ms): the time for the Service's endpoints to drop the
+    /// pod, so that a policy server routed to it still gets an answer. Then the drain.
+    #[arg(long, env = "BROKER_DRAIN_GRACE_MS", default_value_t = 3000)]
+    drain_grace_ms: u64,
+    /// After the grace period, how long the lookups in flight may take to finish before the
+    /// broker exits (s); keep --drain-grace-ms and it under the pod's
+    /// `terminationGracePeriodSeconds` (30 s by default), and it over --lookup-timeout-ms.
     #[arg(long, env = "BROKER_DRAIN_SECONDS", default_value_t = 5)]
     drain_seconds: u64,
 }
@@ -252,14 +257,35 @@ async fn run(args: Args) -> Result<(), StartupError> {
     metrics.set_ready();
     signals.next().await;
     metrics.set_not_ready();
-    drain(
-        &api,
-        accepting,
-        Duration::from_secs(args.drain_seconds),
-        &mut signals,
-    )
-    .await;
+    let deadline = match grace(Duration::from_millis(args.drain_grace_ms), &mut signals).await {
+        Grace::Over => Duration::from_secs(args.drain_seconds),
+        // a second signal: nothing more is waited for
+        Grace::Interrupted => Duration::ZERO,
+    };
+    drain(&api, accepting, deadline, &mut signals).await;
     Ok(())
+}
+
+/// How the grace period ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Grace {
+    /// It ran its length.
+    Over,
+    /// A second signal cut it.
+    Interrupted,
+}
+
+/// The grace period after the first signal: unready (the caller set it), but still accepting
+/// and answering, for `length` or until a second signal; one log line as it starts.
+async fn grace(length: Duration, signals: &mut Signals) -> Grace {
+    tracing::info!(
+        msg = "terminating",
+        graceMs = u64::try_from(length.as_millis()).unwrap_or(u64::MAX),
+    );
+    tokio::select! {
+        () = tokio::time::sleep(length) => Grace::Over,
+        () = signals.next() => Grace::Interrupted,
+    }
 }
 
 /// Stops accepting (the API port closes), then waits for the connections open to finish
