@@ -144,6 +144,41 @@ impl Drop for InFlight<'_> {
 mod tests {
     use super::*;
 
+    /// The metrics listener has no authentication (the NetworkPolicy is its control,
+    /// docs/broker.md): what it shows is counts under fixed label values, never a word a
+    /// request or a registry chose (namespace, secret, registry, repository).
+    #[test]
+    fn the_metrics_show_only_fixed_names_and_labels() {
+        let m = Metrics::default();
+        m.lookup("found", 0.2);
+        m.lookup("team-b/s.regcred", 0.2);
+        m.attempt("refused");
+        m.attempt("registry.example/private");
+        m.caller_refused();
+        let text = m.render();
+        assert!(
+            !text.contains("team-b") && !text.contains("registry.example"),
+            "{text}"
+        );
+        let known = |line: &str| {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let labels_fixed = match line.split_once('{') {
+                None => true,
+                Some((_, rest)) => {
+                    let value = rest.split('"').nth(1).unwrap_or_default();
+                    OUTCOMES.contains(&value)
+                        || ATTEMPTS.contains(&value)
+                        || value == "+Inf"
+                        || value.parse::<f64>().is_ok()
+                }
+            };
+            name.starts_with("broker_") && labels_fixed
+        };
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(known(line), "{line}");
+        }
+    }
+
     #[test]
     fn readiness_starts_false_turns_true_then_false_for_the_drain() {
         let m = Metrics::default();
