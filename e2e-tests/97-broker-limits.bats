@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
 # The lookup broker (broker/) against registries a Pod author chose, asked directly as the
 # policy server asks it (sealed r2 names, the caller credential): a registry that floods it
-# (a 1 GiB manifest, a 1 GiB error body, an endless header, a slow drip) keeps its memory
-# bounded and gets its answer within the lookup time; one namespace's wrong credentials do not
-# switch a registry off for another namespace; token realms, redirects and proxies cannot
-# carry a lookup where the broker must not go. Real htpasswd docker-registry, the fake API
-# server, lib/fault_proxy.py for the hostile registries. Needs only the broker binary.
+# (a 1 GiB manifest, a 1 GiB error body, a 1 GiB 401 body, a 1 GiB token answer, an endless
+# header, a slow drip) keeps its memory bounded and gets its answer within the lookup time;
+# one namespace's wrong credentials do not switch a registry off for another namespace; token
+# realms, redirects and proxies cannot carry a lookup where the broker must not go. Real
+# htpasswd docker-registry, the fake API server, lib/fault_proxy.py for the hostile
+# registries. Needs only the broker binary.
 
 bats_require_minimum_version 1.5.0
 
@@ -25,6 +26,10 @@ setup_file() {
   HOSTILE_ERROR=$(fault_proxy_start h-error hostile --what error)
   HOSTILE_HEADER=$(fault_proxy_start h-header hostile --what header)
   HOSTILE_DRIP=$(fault_proxy_start h-drip hostile --what drip)
+  # a 401 with a 1 GiB body, and a token realm (its own /token) answering a 1 GiB token
+  HOSTILE_UNAUTHORIZED=$(fault_proxy_start h-unauthorized hostile --what unauthorized)
+  HOSTILE_TOKEN=$(fault_proxy_start h-token hostile --what token)
+  export HOSTILE_UNAUTHORIZED HOSTILE_TOKEN
   # the same registry under another name: a redirect there leaves the registry's host
   HOSTILE_REDIRECT=$(fault_proxy_start h-redirect hostile --what redirect --location "http://localhost:${REG_AUTH##*:}")
   HOSTILE_REALM=$(fault_proxy_start h-realm hostile --what realm --location "http://169.254.169.254/latest/token")
@@ -64,7 +69,7 @@ setup_file() {
   api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
   sources=$(write_sources_yaml broker-limits --insecure "$REG_AUTH" --insecure "$REG_SLOW" \
     --insecure "$HOSTILE_MANIFEST" --insecure "$HOSTILE_ERROR" --insecure "$HOSTILE_HEADER" \
-    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
+    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_UNAUTHORIZED" --insecure "$HOSTILE_TOKEN" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
     --insecure "$HOSTILE_TLS_REALM" --insecure "$HOSTILE_REALM_CGNAT" \
     --insecure "$HOSTILE_REALM_ULA" --insecure "$HOSTILE_REALM_NAT64" --insecure "$HOSTILE_REALM_CLUSTER" \
     --insecure "$HOSTILE_REALM_BAD" \
@@ -124,14 +129,16 @@ realm_refused() {
 }
 
 @test "broker limits: a flooding registry gets its answer within the lookup time, the broker stays under 64 MiB" {
-  local registry i status took ms
-  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+  local -a FLOODING=("$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"
+    "$HOSTILE_UNAUTHORIZED" "$HOSTILE_TOKEN")
+  local registry i status took ms expected
+  for registry in "${FLOODING[@]}"; do
     for i in 1 2 3 4; do
       lookup GET team-a n "$registry" "app$i" v1 >"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i" &
     done
   done
   wait
-  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+  for registry in "${FLOODING[@]}"; do
     for i in 1 2 3 4; do
       read -r status took <"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i"
       ms=$(jq -r --arg r "$registry" --arg repo "app$i" \
@@ -143,15 +150,23 @@ realm_refused() {
         _fail_with "$registry app$i: the broker took ${ms:-no log line} ms for a ${LOOKUP_TIMEOUT_MS} ms lookup time"
       awk -v t="$took" -v limit="$LOOKUP_TIMEOUT_MS" 'BEGIN { exit !(t * 1000 <= limit + 1000) }' ||
         _fail_with "$registry app$i: answered in ${took}s for a ${LOOKUP_TIMEOUT_MS} ms lookup time"
-      if [[ "$registry" == "$HOSTILE_ERROR" ]]; then
+      case "$registry" in
         # a 404 is the registry's own answer, whatever body it drowns it in
-        [[ "$status" == 404 ]]
-      else
-        [[ "$status" == 503 ]]
-      fi
+        "$HOSTILE_ERROR") expected=404 ;;
+        # so is a 401 to the pod's (here: no) credentials: refused, the body unread past its cap
+        "$HOSTILE_UNAUTHORIZED") expected=403 ;;
+        *) expected=503 ;;
+      esac
+      [[ "$status" == "$expected" ]] || _fail_with "$registry app$i: $status, not $expected: $(last_lookup "$registry")"
     done
   done
   grep -F "larger than 4096 KiB" "$BROKER_LOG" | grep -qF "$HOSTILE_MANIFEST"
+  last_lookup "$HOSTILE_TOKEN" | grep -qF "a token answer from http://$HOSTILE_TOKEN/token" ||
+    _fail_with "the huge token answer was not the reason: $(last_lookup "$HOSTILE_TOKEN")"
+  last_lookup "$HOSTILE_TOKEN" | grep -qF "larger than 1024 KiB, more than is read"
+  # the 401's body was left unread: the broker closed the connection on the flood
+  grep -q "client gave up" "$(e2e_workdir)/registries/h-unauthorized/proxy.log" ||
+    _fail_with "the 401's body was read to its end: $(cat "$(e2e_workdir)/registries/h-unauthorized/proxy.log")"
   local peak
   peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(broker_pid)/status")
   echo "peak RSS: $peak kB"
