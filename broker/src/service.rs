@@ -563,7 +563,7 @@ mod tests {
             outcome: "found",
             status: 200,
             matched: Some(3),
-            attempts: vec!["refused", "found"],
+            attempts: vec!["unauthorized", "found"],
             served_by: Some(1),
             skipped: vec!["secret/gone".into()],
             reason: None,
@@ -582,7 +582,7 @@ mod tests {
         assert_eq!(l["ms"], 42);
         let attempts: Vec<String> =
             serde_json::from_str(l["attempts"].as_str().expect("text")).expect("JSON");
-        assert_eq!(attempts, ["refused", "found"]);
+        assert_eq!(attempts, ["unauthorized", "found"]);
         let skipped: Vec<String> =
             serde_json::from_str(l["skippedSecrets"].as_str().expect("text")).expect("JSON");
         assert_eq!(skipped, ["secret/gone"]);
