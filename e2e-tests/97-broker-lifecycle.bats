@@ -2,13 +2,15 @@
 # The lookup broker's (broker/, docs/broker.md) own lifecycle and listeners, with no policy
 # server: lookups are sent to it directly with curl, as the policy server sends them. Proves
 # that on SIGTERM (what the kubelet sends on a rollout) a lookup in flight is answered with its
-# real status and the broker exits promptly with status 0, logging the drain; that while it
-# drains /readyz answers 503 and the API port takes no new connection; that both ports drop
-# a client that never finishes its headers; and that --max-connections holds connections past
-# the cap until one closes. The registry is the htpasswd one behind a fault proxy adding 1 s
-# to every request (lib/fault_proxy.py --mode delay), so a lookup is in flight for about 2 s.
-# Needs the broker binary (`make broker`; skipped, saying so, without it), docker-registry,
-# skopeo, python3. Runs once, on the test host pass (skipped on kwctl's).
+# real status and the broker exits promptly with status 0, logging the drain; that for the
+# grace period after it (--drain-grace-ms) /readyz answers 503 while new lookups are still
+# answered; that once it drains /readyz answers 503 and the API port takes no new
+# connection; that both ports drop a client that never finishes its headers; and that
+# --max-connections holds connections past the cap until one closes. The registry is the
+# htpasswd one behind a fault proxy adding 1 s to every request (lib/fault_proxy.py --mode
+# delay), so a lookup is in flight for about 2 s. Needs the broker binary (`make broker`;
+# skipped, saying so, without it), docker-registry, skopeo, python3. Runs once, on the test
+# host pass (skipped on kwctl's).
 
 bats_require_minimum_version 1.5.0
 
@@ -78,7 +80,8 @@ log_line() { jq -c --arg m "$1" 'select(.msg == $m)' "$BROKER_LOG"; }
 }
 
 @test "broker lifecycle: SIGTERM during a lookup: it is answered 200, the broker exits 0 within 5 s, logging the drain" {
-  lc_broker lc-term
+  # a short grace period, so that the lookup is still in flight when the drain starts
+  lc_broker lc-term --drain-grace-ms 200
   lookup_in_flight "$BATS_TEST_TMPDIR/code"
   local sent took status=0
   sent=$(millis)
@@ -98,7 +101,7 @@ log_line() { jq -c --arg m "$1" 'select(.msg == $m)' "$BROKER_LOG"; }
 }
 
 @test "broker lifecycle: while draining, /readyz answers 503 and the API port takes no new connection" {
-  lc_broker lc-drain
+  lc_broker lc-drain --drain-grace-ms 200
   run -0 curl -s -o /dev/null -w '%{http_code}' "http://$BROKER_METRICS/readyz"
   [[ "$output" == 200 ]] || _fail_with "not ready before the signal: $output"
   lookup_in_flight "$BATS_TEST_TMPDIR/code"
@@ -137,6 +140,31 @@ except socket.timeout:
 except OSError:
     print(int((time.monotonic() - start) * 1000))
 ' "$1"
+}
+
+@test "broker lifecycle: right after SIGTERM, a new lookup is still answered while /readyz answers 503 (--drain-grace-ms, default 3 s); the broker exits within 5 s" {
+  lc_broker lc-grace
+  local sent took status=0 ready api
+  sent=$(millis)
+  kill -TERM "$LC_PID"
+  wait_until 2 grep -qs '"msg":"terminating"' "$BROKER_LOG" || _fail_with "no terminating line: $(cat "$BROKER_LOG")"
+  ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$BROKER_METRICS/readyz" || true)
+  # what a policy server still routed to this pod by the Service sends: about 2 s through
+  # the slow registry, all of it within the grace period
+  api=$(lookup)
+  echo "# readyz $ready, the lookup sent after SIGTERM $api, $(($(millis) - sent)) ms after it" >&3
+  wait "$LC_PID" || status=$?
+  took=$(($(millis) - sent))
+  echo "# exited $took ms after SIGTERM, status $status" >&3
+  [[ "$ready" == 503 ]] || _fail_with "/readyz answered $ready in the grace period"
+  [[ "$api" == 200 ]] || _fail_with "a lookup sent in the grace period got $api: $(cat "$BROKER_LOG")"
+  ((status == 0)) || _fail_with "exit status $status"
+  log_line terminating | jq -e '.graceMs == 3000' >/dev/null || _fail_with "no terminating line with the default grace"
+  # the lookup was over when the grace period ended: nothing left to drain
+  log_line draining | jq -e '.connections == 0' >/dev/null || _fail_with "a connection left at the drain: $(cat "$BROKER_LOG")"
+  ((took >= 3000)) || _fail_with "exited $took ms after SIGTERM, before its grace period ended"
+  ((took < 5000)) || _fail_with "exited $took ms after SIGTERM"
+  rm -f "$(e2e_workdir)/registries/lc-grace/pid"
 }
 
 @test "broker lifecycle: both ports drop a client that never finishes its headers (--header-timeout-ms)" {

@@ -1,13 +1,17 @@
 #!/usr/bin/env bats
 # The lookup broker (broker/) against registries a Pod author chose, asked directly as the
 # policy server asks it (sealed r2 names, the caller credential): a registry that floods it
-# (a 1 GiB manifest, a 1 GiB error body, an endless header, a slow drip) keeps its memory
-# bounded and gets its answer within the lookup time; one namespace's wrong credentials do not
-# switch a registry off for another namespace; token realms, redirects and proxies cannot
-# carry a lookup where the broker must not go. Real htpasswd docker-registry, the fake API
-# server, lib/fault_proxy.py for the hostile registries. Needs only the broker binary.
+# (a 1 GiB manifest, a 1 GiB error body, a 1 GiB 401 body, a 1 GiB token answer, an endless
+# header, a slow drip) keeps its memory bounded and gets its answer within the lookup time;
+# one namespace's wrong credentials do not switch a registry off for another namespace; token
+# realms, redirects and proxies cannot carry a lookup where the broker must not go. Real
+# htpasswd docker-registry, the fake API server, lib/fault_proxy.py for the hostile
+# registries. Needs only the broker binary.
 
 bats_require_minimum_version 1.5.0
+
+# The broker's --lookup-timeout-ms: the time the tests hold every answer to.
+LOOKUP_TIMEOUT_MS=1500
 
 setup_file() {
   load lib/common
@@ -22,6 +26,10 @@ setup_file() {
   HOSTILE_ERROR=$(fault_proxy_start h-error hostile --what error)
   HOSTILE_HEADER=$(fault_proxy_start h-header hostile --what header)
   HOSTILE_DRIP=$(fault_proxy_start h-drip hostile --what drip)
+  # a 401 with a 1 GiB body, and a token realm (its own /token) answering a 1 GiB token
+  HOSTILE_UNAUTHORIZED=$(fault_proxy_start h-unauthorized hostile --what unauthorized)
+  HOSTILE_TOKEN=$(fault_proxy_start h-token hostile --what token)
+  export HOSTILE_UNAUTHORIZED HOSTILE_TOKEN
   # the same registry under another name: a redirect there leaves the registry's host
   HOSTILE_REDIRECT=$(fault_proxy_start h-redirect hostile --what redirect --location "http://localhost:${REG_AUTH##*:}")
   HOSTILE_REALM=$(fault_proxy_start h-realm hostile --what realm --location "http://169.254.169.254/latest/token")
@@ -31,6 +39,18 @@ setup_file() {
   HOSTILE_TLS_REALM=$(fault_proxy_start h-tls-realm hostile --what realm --location "http://$REALM_SERVER/token" \
     --cert "$(e2e_workdir)/hostile-tls/server.pem" --key "$(e2e_workdir)/hostile-tls/server.key")
   export REALM_SERVER HOSTILE_TLS_REALM
+  # an HTTPS registry that redirects to plain HTTP on its own host and port (trusted through
+  # its CA, not an insecure source: nothing may fall back to plain HTTP by configuration)
+  HOSTILE_TLS_DOWNGRADE=$(fault_proxy_start h-tls-downgrade hostile --what redirect --location "http://127.0.0.1:{port}" \
+    --cert "$(e2e_workdir)/hostile-tls/server.pem" --key "$(e2e_workdir)/hostile-tls/server.key")
+  # token realms where the broker must not connect: carrier-grade NAT, IPv6 unique-local,
+  # NAT64, the cluster's service range (--deny-destination below), and a realm that is no URL
+  HOSTILE_REALM_CGNAT=$(fault_proxy_start h-realm-cgnat hostile --what realm --location "http://100.64.0.1/token")
+  HOSTILE_REALM_ULA=$(fault_proxy_start h-realm-ula hostile --what realm --location "http://[fd00::1]/token")
+  HOSTILE_REALM_NAT64=$(fault_proxy_start h-realm-nat64 hostile --what realm --location "http://[64:ff9b::1]/token")
+  HOSTILE_REALM_CLUSTER=$(fault_proxy_start h-realm-cluster hostile --what realm --location "http://10.96.0.10/token")
+  HOSTILE_REALM_BAD=$(fault_proxy_start h-realm-bad hostile --what realm --location "http://[not-an-address]/token")
+  export HOSTILE_TLS_DOWNGRADE HOSTILE_REALM_CGNAT HOSTILE_REALM_ULA HOSTILE_REALM_NAT64 HOSTILE_REALM_CLUSTER HOSTILE_REALM_BAD
   export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
 
   local cluster i
@@ -49,13 +69,17 @@ setup_file() {
   api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
   sources=$(write_sources_yaml broker-limits --insecure "$REG_AUTH" --insecure "$REG_SLOW" \
     --insecure "$HOSTILE_MANIFEST" --insecure "$HOSTILE_ERROR" --insecure "$HOSTILE_HEADER" \
-    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
-    --insecure "$HOSTILE_TLS_REALM")
+    --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_UNAUTHORIZED" --insecure "$HOSTILE_TOKEN" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
+    --insecure "$HOSTILE_TLS_REALM" --insecure "$HOSTILE_REALM_CGNAT" \
+    --insecure "$HOSTILE_REALM_ULA" --insecure "$HOSTILE_REALM_NAT64" --insecure "$HOSTILE_REALM_CLUSTER" \
+    --insecure "$HOSTILE_REALM_BAD" \
+    --ca "$HOSTILE_TLS_DOWNGRADE" "$(e2e_workdir)/hostile-tls/ca.pem")
   # every proxy variable names a port nothing listens on: a broker that used one would fail
   HTTP_PROXY="http://127.0.0.1:9" HTTPS_PROXY="http://127.0.0.1:9" ALL_PROXY="http://127.0.0.1:9" \
     http_proxy="http://127.0.0.1:9" https_proxy="http://127.0.0.1:9" \
     broker_start broker-limits --apiserver-port "$api_port" --sources "$sources" \
-    --attempt-timeout-ms 1000 --lookup-timeout-ms 1500 --silent-backoff-seconds 60
+    --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" --silent-backoff-seconds 60 \
+    --deny-destination 10.96.0.0/12
 }
 
 teardown_file() { load lib/common; scenario_teardown_file; }
@@ -76,6 +100,28 @@ lookup() {
 
 broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
 
+# last_lookup REGISTRY: the broker's last lookup line for REGISTRY.
+last_lookup() {
+  jq -c --arg r "$1" 'select(.msg == "lookup" and .registry == $r)' "$BROKER_LOG" | tail -n 1
+}
+
+# realm_refused REGISTRY REALM: a lookup on REGISTRY, whose token realm is REALM, is a 503
+# (never the registry's refusal), the broker's log naming REALM as refused by policy, which
+# it decides before any connection: in far less than the 1 s connect time-out (an address
+# with no route would take all of it).
+realm_refused() {
+  run -0 lookup HEAD team-a n "$1" app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]] || _fail_with "answered $output"
+  ! grep -q "DENIED" "$BATS_TEST_TMPDIR/body" || _fail_with "the registry's refusal: $(cat "$BATS_TEST_TMPDIR/body")"
+  local line
+  line=$(last_lookup "$1")
+  echo "$line"
+  jq -e --arg realm "$2" '.reason | contains("destination refused by policy: " + $realm)' <<<"$line" >/dev/null ||
+    _fail_with "no refusal of $2 in the broker's log"
+  jq -e '.ms < 500' <<<"$line" >/dev/null || _fail_with "took as long as a connection would"
+}
+
 @test "broker limits: proxy variables are ignored, the lookup goes to the registry itself" {
   run -0 lookup GET team-a s.direct "$REG_AUTH" private/app v1
   [[ "$output" == "200 "* ]] || { echo "$output"; cat "$BATS_TEST_TMPDIR/body"; false; }
@@ -83,28 +129,44 @@ broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
 }
 
 @test "broker limits: a flooding registry gets its answer within the lookup time, the broker stays under 64 MiB" {
-  local registry i status took
-  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+  local -a FLOODING=("$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"
+    "$HOSTILE_UNAUTHORIZED" "$HOSTILE_TOKEN")
+  local registry i status took ms expected
+  for registry in "${FLOODING[@]}"; do
     for i in 1 2 3 4; do
       lookup GET team-a n "$registry" "app$i" v1 >"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i" &
     done
   done
   wait
-  for registry in "$HOSTILE_MANIFEST" "$HOSTILE_ERROR" "$HOSTILE_HEADER" "$HOSTILE_DRIP"; do
+  for registry in "${FLOODING[@]}"; do
     for i in 1 2 3 4; do
       read -r status took <"$BATS_TEST_TMPDIR/answer-${registry##*:}-$i"
-      echo "$registry app$i: $status in ${took}s"
-      # 1.5 s of lookup, and a little for the four kinds sharing two cores
-      awk -v t="$took" 'BEGIN { exit !(t < 4) }'
-      if [[ "$registry" == "$HOSTILE_ERROR" ]]; then
+      ms=$(jq -r --arg r "$registry" --arg repo "app$i" \
+        'select(.msg == "lookup" and .registry == $r and .repository == $repo) | .ms' "$BROKER_LOG" | tail -n 1)
+      echo "$registry app$i: $status in ${took}s, ${ms} ms by the broker's log"
+      # the broker's own time is its lookup time (--lookup-timeout-ms 1500) and a little to
+      # answer; the client's adds the connection and the answer's way back
+      [[ -n "$ms" ]] && ((ms <= LOOKUP_TIMEOUT_MS + 250)) ||
+        _fail_with "$registry app$i: the broker took ${ms:-no log line} ms for a ${LOOKUP_TIMEOUT_MS} ms lookup time"
+      awk -v t="$took" -v limit="$LOOKUP_TIMEOUT_MS" 'BEGIN { exit !(t * 1000 <= limit + 1000) }' ||
+        _fail_with "$registry app$i: answered in ${took}s for a ${LOOKUP_TIMEOUT_MS} ms lookup time"
+      case "$registry" in
         # a 404 is the registry's own answer, whatever body it drowns it in
-        [[ "$status" == 404 ]]
-      else
-        [[ "$status" == 503 ]]
-      fi
+        "$HOSTILE_ERROR") expected=404 ;;
+        # so is a 401 to the pod's (here: no) credentials: refused, the body unread past its cap
+        "$HOSTILE_UNAUTHORIZED") expected=403 ;;
+        *) expected=503 ;;
+      esac
+      [[ "$status" == "$expected" ]] || _fail_with "$registry app$i: $status, not $expected: $(last_lookup "$registry")"
     done
   done
   grep -F "larger than 4096 KiB" "$BROKER_LOG" | grep -qF "$HOSTILE_MANIFEST"
+  last_lookup "$HOSTILE_TOKEN" | grep -qF "a token answer from http://$HOSTILE_TOKEN/token" ||
+    _fail_with "the huge token answer was not the reason: $(last_lookup "$HOSTILE_TOKEN")"
+  last_lookup "$HOSTILE_TOKEN" | grep -qF "larger than 1024 KiB, more than is read"
+  # the 401's body was left unread: the broker closed the connection on the flood
+  grep -q "client gave up" "$(e2e_workdir)/registries/h-unauthorized/proxy.log" ||
+    _fail_with "the 401's body was read to its end: $(cat "$(e2e_workdir)/registries/h-unauthorized/proxy.log")"
   local peak
   peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(broker_pid)/status")
   echo "peak RSS: $peak kB"
@@ -159,4 +221,38 @@ broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
   # without a credential nothing secret would go: the realm is asked
   run -0 lookup HEAD team-a n "$HOSTILE_TLS_REALM" app v1
   grep -q "GET /token" "$realm_log"
+}
+
+@test "broker limits: an HTTPS registry's redirect to plain HTTP on its own host and port is not followed" {
+  run -0 lookup GET team-a n "$HOSTILE_TLS_DOWNGRADE" private/app v1
+  echo "$output"
+  [[ "$output" == "503 "* ]]
+  last_lookup "$HOSTILE_TLS_DOWNGRADE" | grep -qF "redirect to another host or from HTTPS to HTTP refused" ||
+    _fail_with "no refused redirect: $(last_lookup "$HOSTILE_TLS_DOWNGRADE")"
+  local log
+  log="$(e2e_workdir)/registries/h-tls-downgrade/proxy.log"
+  cat "$log"
+  # asked once over TLS; a plain-HTTP request on its TLS port would fail its handshake
+  grep -q "GET /v2/private/app/manifests/v1" "$log"
+  ! grep -q "client gave up" "$log" || _fail_with "the redirect target was connected to"
+}
+
+@test "broker limits: a token realm in carrier-grade NAT (100.64.0.0/10) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_CGNAT" "http://100.64.0.1/token"
+}
+
+@test "broker limits: a token realm in IPv6 unique-local space ([fd00::1]) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_ULA" "http://[fd00::1]/token"
+}
+
+@test "broker limits: a token realm in NAT64 space ([64:ff9b::1]) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_NAT64" "http://[64:ff9b::1]/token"
+}
+
+@test "broker limits: a token realm in a --deny-destination range (the cluster's services) is refused without a connection" {
+  realm_refused "$HOSTILE_REALM_CLUSTER" "http://10.96.0.10/token"
+}
+
+@test "broker limits: a token realm that is no URL is refused" {
+  realm_refused "$HOSTILE_REALM_BAD" "http://[not-an-address]/token"
 }

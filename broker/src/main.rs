@@ -7,6 +7,7 @@ mod cluster;
 mod destinations;
 mod error;
 mod keys;
+mod logs;
 mod metrics;
 mod server;
 mod service;
@@ -43,7 +44,9 @@ struct Args {
     /// Where `/metrics`, `/readyz` and `/healthz` listen (plain HTTP).
     #[arg(long, env = "BROKER_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     metrics_listen: SocketAddr,
-    /// The TLS certificate chain (PEM). Without it and --tls-key, plain HTTP, on loopback only.
+    /// The TLS certificate chain (PEM), read again at a handshake when the last reading is
+    /// over 10 s old (a renewed certificate needs no restart). Without it and --tls-key,
+    /// plain HTTP, on loopback only.
     #[arg(long, env = "BROKER_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The TLS private key (PEM).
@@ -122,9 +125,14 @@ struct Args {
     /// ports (ms): a client that trickles them holds a connection no longer.
     #[arg(long, env = "BROKER_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
     header_timeout_ms: u64,
-    /// On SIGTERM or SIGINT, how long the lookups in flight may take to finish before the
-    /// broker exits (s); keep it under the pod's `terminationGracePeriodSeconds` (30 s by
-    /// default) and over --lookup-timeout-ms.
+    /// On SIGTERM or SIGINT, how long the broker keeps accepting and answering lookups with
+    /// `/readyz` already answering 503 (ms): the time for the Service's endpoints to drop the
+    /// pod, so that a policy server routed to it still gets an answer. Then the drain.
+    #[arg(long, env = "BROKER_DRAIN_GRACE_MS", default_value_t = 3000)]
+    drain_grace_ms: u64,
+    /// After the grace period, how long the lookups in flight may take to finish before the
+    /// broker exits (s); keep --drain-grace-ms and it under the pod's
+    /// `terminationGracePeriodSeconds` (30 s by default), and it over --lookup-timeout-ms.
     #[arg(long, env = "BROKER_DRAIN_SECONDS", default_value_t = 5)]
     drain_seconds: u64,
 }
@@ -230,14 +238,11 @@ async fn run(args: Args) -> Result<(), StartupError> {
     let tls = args.tls()?;
     let (listener, address) = bind(args.listen).await?;
     let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;
-    println!(
-        "{}",
-        serde_json::json!({
-            "msg": "listening",
-            "address": address.to_string(),
-            "metricsAddress": metrics_address.to_string(),
-            "tls": tls.is_some(),
-        })
+    tracing::info!(
+        msg = "listening",
+        address = %address,
+        metricsAddress = %metrics_address,
+        tls = tls.is_some(),
     );
     let header_timeout = Duration::from_millis(args.header_timeout_ms.max(100));
     let api = Connections::new(args.max_connections, header_timeout);
@@ -252,18 +257,39 @@ async fn run(args: Args) -> Result<(), StartupError> {
     metrics.set_ready();
     signals.next().await;
     metrics.set_not_ready();
-    drain(
-        &api,
-        accepting,
-        Duration::from_secs(args.drain_seconds),
-        &mut signals,
-    )
-    .await;
+    let deadline = match grace(Duration::from_millis(args.drain_grace_ms), &mut signals).await {
+        Grace::Over => Duration::from_secs(args.drain_seconds),
+        // a second signal: nothing more is waited for
+        Grace::Interrupted => Duration::ZERO,
+    };
+    drain(&api, accepting, deadline, &mut signals).await;
     Ok(())
 }
 
+/// How the grace period ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Grace {
+    /// It ran its length.
+    Over,
+    /// A second signal cut it.
+    Interrupted,
+}
+
+/// The grace period after the first signal: unready (the caller set it), but still accepting
+/// and answering, for `length` or until a second signal; one log line as it starts.
+async fn grace(length: Duration, signals: &mut Signals) -> Grace {
+    tracing::info!(
+        msg = "terminating",
+        graceMs = u64::try_from(length.as_millis()).unwrap_or(u64::MAX),
+    );
+    tokio::select! {
+        () = tokio::time::sleep(length) => Grace::Over,
+        () = signals.next() => Grace::Interrupted,
+    }
+}
+
 /// Stops accepting (the API port closes), then waits for the connections open to finish
-/// their current request, until `deadline` or a second signal; one JSON line as it starts
+/// their current request, until `deadline` or a second signal; one log line as it starts
 /// and one as it ends.
 async fn drain(
     api: &Connections,
@@ -274,22 +300,16 @@ async fn drain(
     api.stop();
     // returns at once: the accept loop watches the stop; after it, no connection is added
     let _ = accepting.await;
-    println!(
-        "{}",
-        serde_json::json!({
-            "msg": "draining",
-            "connections": api.open(),
-            "deadlineSeconds": deadline.as_secs(),
-        })
+    tracing::info!(
+        msg = "draining",
+        connections = api.open(),
+        deadlineSeconds = deadline.as_secs(),
     );
     let unfinished = tokio::select! {
         unfinished = api.drain(deadline) => unfinished,
         () = signals.next() => api.open(),
     };
-    println!(
-        "{}",
-        serde_json::json!({ "msg": "stopped", "unfinished": unfinished })
-    );
+    tracing::info!(msg = "stopped", unfinished);
 }
 
 /// SIGTERM (what the kubelet sends a container's PID 1 on a rollout or an eviction) and
@@ -320,12 +340,14 @@ impl Signals {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    logs::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(e) => {
+            tracing::error!(msg = "failed", error = %e, "cannot start the runtime");
             eprintln!("resolvable-images-broker: cannot start: {e}");
             return ExitCode::FAILURE;
         }
@@ -337,6 +359,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // a JSON line for the log pipeline, and the words on stderr for a person
+            tracing::error!(msg = "failed", error = %e);
             eprintln!("resolvable-images-broker: {e}");
             ExitCode::FAILURE
         }

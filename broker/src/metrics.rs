@@ -5,17 +5,22 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The outcomes a lookup is counted under.
-pub const OUTCOMES: [&str; 7] = [
+/// The lookup log line's `outcome` words (service.rs, unanswerable.rs, and the credential
+/// loop's `Outcome::word`).
+pub const OUTCOMES: [&str; 9] = [
     "found",
     "notFound",
     "unauthorized",
     "unreachable",
     "invalid",
+    "unsealed",
+    "malformedSecret",
     "refusedDestination",
     "overloaded",
 ];
-/// The results an upstream attempt is counted under.
-pub const ATTEMPTS: [&str; 4] = ["found", "notFound", "refused", "failed"];
+/// The results an upstream attempt is counted under: the credential loop's `Attempt::word`,
+/// as in the log line's `attempts`.
+pub const ATTEMPTS: [&str; 4] = ["found", "notFound", "unauthorized", "unreachable"];
 /// Upper bounds (seconds) of the lookup duration histogram.
 const BUCKETS: [f64; 8] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
@@ -144,6 +149,41 @@ impl Drop for InFlight<'_> {
 mod tests {
     use super::*;
 
+    /// The metrics listener has no authentication (the NetworkPolicy is its control,
+    /// docs/broker.md): what it shows is counts under fixed label values, never a word a
+    /// request or a registry chose (namespace, secret, registry, repository).
+    #[test]
+    fn the_metrics_show_only_fixed_names_and_labels() {
+        let m = Metrics::default();
+        m.lookup("found", 0.2);
+        m.lookup("team-b/s.regcred", 0.2);
+        m.attempt("unauthorized");
+        m.attempt("registry.example/private");
+        m.caller_refused();
+        let text = m.render();
+        assert!(
+            !text.contains("team-b") && !text.contains("registry.example"),
+            "{text}"
+        );
+        let known = |line: &str| {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let labels_fixed = match line.split_once('{') {
+                None => true,
+                Some((_, rest)) => {
+                    let value = rest.split('"').nth(1).unwrap_or_default();
+                    OUTCOMES.contains(&value)
+                        || ATTEMPTS.contains(&value)
+                        || value == "+Inf"
+                        || value.parse::<f64>().is_ok()
+                }
+            };
+            name.starts_with("broker_") && labels_fixed
+        };
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(known(line), "{line}");
+        }
+    }
+
     #[test]
     fn readiness_starts_false_turns_true_then_false_for_the_drain() {
         let m = Metrics::default();
@@ -154,12 +194,35 @@ mod tests {
         assert!(!m.is_ready());
     }
 
+    /// Every word a lookup is logged with is counted: the attempts' words are the credential
+    /// loop's, the outcomes include the refusals made before any registry is asked.
+    #[test]
+    fn every_logged_word_is_counted() {
+        let m = Metrics::default();
+        for word in ["unauthorized", "unreachable"] {
+            m.attempt(word);
+        }
+        for word in ["unsealed", "malformedSecret", "refusedDestination"] {
+            m.lookup(word, 0.01);
+        }
+        let text = m.render();
+        for line in [
+            "broker_upstream_attempts_total{result=\"unauthorized\"} 1",
+            "broker_upstream_attempts_total{result=\"unreachable\"} 1",
+            "broker_lookups_total{outcome=\"unsealed\"} 1",
+            "broker_lookups_total{outcome=\"malformedSecret\"} 1",
+            "broker_lookups_total{outcome=\"refusedDestination\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+    }
+
     #[test]
     fn renders_counters_and_a_consistent_histogram() {
         let m = Metrics::default();
         m.lookup("found", 0.02);
         m.lookup("notFound", 3.0);
-        m.attempt("refused");
+        m.attempt("unauthorized");
         {
             let _guard = m.in_flight();
             assert!(m.render().contains("broker_lookups_in_flight 1\n"));
@@ -170,7 +233,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("broker_lookups_total{outcome=\"notFound\"} 1\n"));
-        assert!(text.contains("broker_upstream_attempts_total{result=\"refused\"} 1\n"));
+        assert!(text.contains("broker_upstream_attempts_total{result=\"unauthorized\"} 1\n"));
         assert!(text.contains("broker_lookup_duration_seconds_bucket{le=\"0.05\"} 1\n"));
         assert!(text.contains("broker_lookup_duration_seconds_bucket{le=\"5\"} 2\n"));
         assert!(text.contains("broker_lookup_duration_seconds_count 2\n"));

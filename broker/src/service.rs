@@ -20,6 +20,7 @@ use crate::caller::Caller;
 use crate::cluster::{Cluster, ClusterError};
 use crate::destinations::Destinations;
 use crate::keys::Keys;
+use crate::logs;
 use crate::metrics::Metrics;
 use crate::unanswerable::{Overload, Unanswerable};
 
@@ -516,7 +517,9 @@ fn describe(credentials: &Credentials) -> String {
     }
 }
 
-/// One structured line per lookup, on stdout.
+/// One structured line per lookup (a `tracing` event, JSON on stdout: crate::logs); the
+/// lists are their JSON text, an absent value (`servedBy` before a credential found it) is
+/// left out.
 fn log(line: &LogLine, took: Duration) {
     let (namespace, credentials, registry, repository) = match &line.name {
         Some(n) => (
@@ -527,24 +530,87 @@ fn log(line: &LogLine, took: Duration) {
         ),
         None => ("", String::new(), "", ""),
     };
-    println!(
-        "{}",
-        json!({
-            "msg": "lookup",
-            "method": line.method,
-            "namespace": namespace,
-            "credentials": credentials,
-            "registry": registry,
-            "repository": repository,
-            "reference": line.reference,
-            "outcome": line.outcome,
-            "status": line.status,
-            "credentialsMatched": line.matched,
-            "attempts": line.attempts,
-            "servedBy": line.served_by,
-            "skippedSecrets": line.skipped,
-            "reason": line.reason,
-            "ms": took.as_millis() as u64,
-        })
+    tracing::info!(
+        msg = "lookup",
+        method = line.method,
+        namespace,
+        credentials = credentials.as_str(),
+        registry,
+        repository,
+        reference = line.reference.as_str(),
+        outcome = line.outcome,
+        status = line.status,
+        credentialsMatched = line.matched.map(|n| n as u64),
+        attempts = logs::json_list(&line.attempts).as_str(),
+        servedBy = line.served_by.map(|n| n as u64),
+        skippedSecrets = logs::json_list(&line.skipped).as_str(),
+        reason = line.reason.as_deref(),
+        ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logs::capture;
+
+    #[test]
+    fn the_lookup_line_keeps_its_keys_and_its_lists_as_json_text() {
+        let line = LogLine {
+            method: "HEAD",
+            name: None,
+            reference: "v1".into(),
+            outcome: "found",
+            status: 200,
+            matched: Some(3),
+            attempts: vec!["unauthorized", "found"],
+            served_by: Some(1),
+            skipped: vec!["secret/gone".into()],
+            reason: None,
+        };
+        let lines = capture::lines(|| log(&line, Duration::from_millis(42)));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let l = &lines[0];
+        assert_eq!(l["msg"], "lookup");
+        assert_eq!(l["method"], "HEAD");
+        assert_eq!(l["namespace"], "");
+        assert_eq!(l["reference"], "v1");
+        assert_eq!(l["outcome"], "found");
+        assert_eq!(l["status"], 200);
+        assert_eq!(l["credentialsMatched"], 3);
+        assert_eq!(l["servedBy"], 1);
+        assert_eq!(l["ms"], 42);
+        let attempts: Vec<String> =
+            serde_json::from_str(l["attempts"].as_str().expect("text")).expect("JSON");
+        assert_eq!(attempts, ["unauthorized", "found"]);
+        let skipped: Vec<String> =
+            serde_json::from_str(l["skippedSecrets"].as_str().expect("text")).expect("JSON");
+        assert_eq!(skipped, ["secret/gone"]);
+        // no reason, no key
+        assert!(l.get("reason").is_none(), "{l}");
+    }
+
+    #[test]
+    fn a_lookup_not_decoded_has_no_credentials_matched_nor_served_by() {
+        let line = LogLine {
+            method: "GET",
+            name: None,
+            reference: String::new(),
+            outcome: "unsealed",
+            status: 401,
+            matched: None,
+            attempts: Vec::new(),
+            served_by: None,
+            skipped: Vec::new(),
+            reason: None,
+        };
+        let lines = capture::lines(|| log(&line, Duration::ZERO));
+        let l = &lines[0];
+        assert!(
+            l.get("credentialsMatched").is_none() && l.get("servedBy").is_none(),
+            "{l}"
+        );
+        assert_eq!(l["attempts"], "[]");
+        assert_eq!(l["skippedSecrets"], "[]");
+    }
 }

@@ -28,7 +28,10 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
                  drip      200 with Content-Length 4096, one byte every 200 ms
                  redirect  307 to --location (e.g. the same path on another host)
                  realm     401 with a Bearer challenge whose realm is --location
-               with --cert/--key, over HTTPS.
+                 unauthorized  401 with a Basic challenge and a chunked body of --bytes
+                 token     401 with a Bearer challenge whose realm is its own /token, which
+                           answers 200 with a chunked JSON token of --bytes
+               with --cert/--key, over HTTPS; "{port}" in --location is its own port.
 
 Only the standard library: it runs wherever python3 does.
 """
@@ -92,7 +95,8 @@ def pump(src, dst, delay):
 def serve_tcp(args, handle):
     """Accept loop for the raw TCP modes; one thread per connection."""
     server = listen()
-    announce(args, server.getsockname()[1])
+    args.port = server.getsockname()[1]
+    announce(args, args.port)
     while True:
         conn, _ = server.accept()
         threading.Thread(target=handle, args=(conn,), daemon=True).start()
@@ -154,8 +158,10 @@ def run_hostile(args):
     """One answer per connection, written until the client gives up (or --bytes is sent)."""
     chunk = b"x" * 65536
 
-    def flood(conn, head):
+    def flood(conn, head, prefix=b""):
         conn.sendall(head)
+        if prefix:
+            conn.sendall(b"%x\r\n%s\r\n" % (len(prefix), prefix))
         sent = 0
         while sent < args.bytes:
             conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -175,6 +181,7 @@ def run_hostile(args):
             method, path = (request.split(" ") + ["", ""])[:2]
             log(args, f"{method} {path}")
             what = args.what
+            location = (args.location or "").replace("{port}", str(args.port)).encode()
             if what == "manifest":
                 if method == "HEAD":
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
@@ -199,10 +206,20 @@ def run_hostile(args):
                     conn.sendall(b" ")
             elif what == "redirect":
                 conn.sendall(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: %s%s\r\n"
-                             b"Content-Length: 0\r\n\r\n" % (args.location.encode(), path.encode()))
+                             b"Content-Length: 0\r\n\r\n" % (location, path.encode()))
             elif what == "realm":
                 conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"%s\","
-                             b"service=\"hostile\"\r\nContent-Length: 0\r\n\r\n" % args.location.encode())
+                             b"service=\"hostile\"\r\nContent-Length: 0\r\n\r\n" % location)
+            elif what == "unauthorized":
+                flood(conn, b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"hostile\"\r\n"
+                            b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            elif what == "token" and path.startswith("/token"):
+                flood(conn, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                            b"Content-Type: application/json\r\n\r\n", prefix=b'{"token": "')
+            elif what == "token":
+                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer "
+                             b"realm=\"http://127.0.0.1:%d/token\",service=\"hostile\"\r\n"
+                             b"Content-Length: 0\r\n\r\n" % args.port)
         except OSError as e:
             log(args, f"client gave up: {e}")
         finally:
@@ -271,7 +288,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", required=True,
                         choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls", "hostile"])
-    parser.add_argument("--what", choices=["manifest", "error", "header", "drip", "redirect", "realm"],
+    parser.add_argument("--what", choices=["manifest", "error", "header", "drip", "redirect", "realm",
+                                           "unauthorized", "token"],
                         help="hostile: how it misbehaves")
     parser.add_argument("--bytes", type=int, default=1 << 30, help="hostile: how much it sends")
     parser.add_argument("--location", help="hostile redirect/realm: the URL it names")
