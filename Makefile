@@ -76,6 +76,12 @@ broker: $(BROKER)
 $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
 	$(NATIVE_CARGO) build --profile test
 
+# `make demo` without kwctl needs the test host alone: built without the broker, the fuzz
+# targets and clippy, in the same profile (a later check rebuilds only what differs).
+.PHONY: host-only
+host-only:
+	cargo build --profile test -p policy-host
+
 # The test host's own regression tests (e2e-tests/host/tests/host.bats): a tiny guest whose
 # settings choose its host calls (tests/probe-guest), against real registries.
 PROBE_GUEST := target/wasm32-wasip1/release/probe_guest.wasm
@@ -164,7 +170,8 @@ ifneq ($(KWCTL),)
 	$(MAKE) annotated-policy.wasm
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm DEMO_KWCTL=$(KWCTL) bash e2e-tests/demo.sh
 else
-	$(MAKE) annotated-policy.wasm host
+	$(MAKE) host-only
+	$(MAKE) -o $(HOST) annotated-policy.wasm
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bash e2e-tests/demo.sh
 endif
 

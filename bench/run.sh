@@ -184,6 +184,30 @@ for n in 1 10; do
     "| \($n) | \(.median_us) | \($p[0].median_us) | \($a[0].median_us) | \((.median_us / $p[0].median_us) | r) | \((.median_us - $p[0].median_us) | r) |"
   ' "$OUT/fresh-policy-$n.json"
 done
+echo
+echo "## Wasm instructions per fresh evaluation, by settings document"
+echo
+echo "The wasm operators one fresh instance executes (\`_start\`, \`wapc_init\`, \`validate\`), counted"
+echo "by wasmtime's fuel: they do not move with the machine's load. The documents of bench/settings/,"
+echo "REGISTRY being the bench's images' registry. Target: large ≤ 1.1× \`{}\` with 1 image."
+echo
+echo "| containers | policy: \`{}\` / README / large | README / \`{}\` | large / \`{}\` | probe: \`{}\` / large |"
+echo "|---:|---:|---:|---:|---:|"
+for n in 1 10; do
+  req="$E2E_WORK/pod-$n.json"
+  for s in empty readme large; do
+    doc=$(sed "s#REGISTRY#127.0.0.1:5000#g" "$ROOT/bench/settings/$s.json")
+    "$HOST" bench "$POLICY" -r "$req" -n 20 --warmup 2 --settings-json "$doc" --fresh-instances >"$OUT/instructions-policy-$s-$n.json"
+    "$HOST" bench "$PROBE" -r "$req" -n 20 --warmup 2 --settings-json "$doc" --fresh-instances >"$OUT/instructions-probe-$s-$n.json"
+  done
+  jq -rn --arg n "$n" \
+    --slurpfile e "$OUT/instructions-policy-empty-$n.json" --slurpfile d "$OUT/instructions-policy-readme-$n.json" \
+    --slurpfile l "$OUT/instructions-policy-large-$n.json" --slurpfile pe "$OUT/instructions-probe-empty-$n.json" \
+    --slurpfile pl "$OUT/instructions-probe-large-$n.json" '
+    def r: (. * 100 | round) / 100;
+    def i: .[0].wasm_instructions_per_request;
+    "| \($n) | \($e | i) / \($d | i) / \($l | i) | \((($d | i) / ($e | i)) | r) | \((($l | i) / ($e | i)) | r) | \($pe | i) / \($pl | i) |"'
+done
 fi
 
 # --- 2. Module size -----------------------------------------------------------------------

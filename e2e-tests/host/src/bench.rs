@@ -26,7 +26,7 @@ use crate::capabilities::{Backend, HostCapabilities};
 use crate::cli::BenchArgs;
 use crate::guest_memory::{MemoryMeter, WASM_PAGE};
 use crate::run::{read_request, read_settings_from};
-use crate::runtime::{PolicyPre, PolicyRuntime};
+use crate::runtime::{fuel_engine, PolicyPre, PolicyRuntime};
 
 /// Answers every request from memory, without any I/O.
 struct MemoryBackend {
@@ -185,6 +185,44 @@ fn peak_memory_pages(
     Ok(peak)
 }
 
+/// Pass 3 of [`bench`]: the wasm instructions one evaluation executes, on an engine that
+/// counts them. With `--fresh-instances` that is the instance's initialisation (`_start`,
+/// `wapc_init`) and `validate`, as policy-server pays per request; else `validate` alone on a
+/// warm instance. The guest's work hardly varies between calls: the median of five is given.
+fn wasm_instructions(
+    args: &BenchArgs,
+    module: &[u8],
+    settings: &Value,
+    payload: &str,
+) -> Result<u64> {
+    let pre = PolicyPre::with_engine(
+        module,
+        capabilities(args, Arc::new(CallMeter::default())),
+        Some(fuel_engine()?),
+    )?;
+    let warm = pre.instantiate()?;
+    if !warm.validate_settings(settings).valid {
+        bail!("Provided settings are not valid");
+    }
+    let mut counts = Vec::with_capacity(5);
+    for _ in 0..5 {
+        let count = if args.fresh_instances {
+            let fresh = pre.instantiate()?;
+            fresh.call("validate", payload.as_bytes())?;
+            fresh.instructions_executed()
+        } else {
+            let before = warm.instructions_executed();
+            warm.call("validate", payload.as_bytes())?;
+            warm.instructions_executed()
+                .zip(before)
+                .map(|(after, before)| after - before)
+        };
+        counts.push(count.ok_or_else(|| anyhow!("the metered engine counted nothing"))?);
+    }
+    counts.sort_unstable();
+    Ok(counts[counts.len() / 2])
+}
+
 /// Runs the benchmark and prints one JSON object on stdout.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.iterations == 0 {
@@ -233,6 +271,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         Some(peak_memory_pages(args, &module, &settings, &payload)?)
     };
 
+    let instructions = if args.skip_memory_pass {
+        None
+    } else {
+        Some(wasm_instructions(args, &module, &settings, &payload)?)
+    };
+
     let mut stats = json!({
         "policy": args.policy.display().to_string(),
         "request": args.request_path.display().to_string(),
@@ -243,6 +287,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         "host_calls_per_request": per_request(calls.calls, args.iterations),
         "host_call_bytes_to_host_per_request": per_request(calls.to_host, args.iterations),
         "host_call_bytes_to_guest_per_request": per_request(calls.to_guest, args.iterations),
+        "wasm_instructions_per_request": instructions,
         "validate_request_bytes": payload.len(),
         "validate_response_bytes": response.len(),
         "peak_memory_pages": peak_pages_after_call,

@@ -183,9 +183,10 @@ pub struct BenchArgs {
     #[arg(long = "fresh-instances")]
     pub fresh_instances: bool,
 
-    /// Skip the second pass (peak linear memory, on an engine that meters
-    /// it), so that a profiler counts only evaluations on the standard
-    /// engine; the memory figures are then `null`.
+    /// Skip the second and third passes (peak linear memory, wasm
+    /// instructions, each on an engine that meters it), so that a profiler
+    /// counts only evaluations on the standard engine; their figures are then
+    /// `null`.
     #[arg(long = "skip-memory-pass")]
     pub skip_memory_pass: bool,
 }

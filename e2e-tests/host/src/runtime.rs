@@ -104,6 +104,16 @@ impl HasWasi for Guest {
     }
 }
 
+/// An engine that counts the wasm instructions its guests execute: wasmtime's fuel, one
+/// unit per operator executed. The count does not move with the machine's load, which makes
+/// it the figure to compare two settings documents or two builds by; the code runs slower
+/// than on the standard engine, so it is not for timing.
+pub fn fuel_engine() -> Result<Engine> {
+    let mut config = Config::default();
+    config.strategy(Strategy::Cranelift).consume_fuel(true);
+    Engine::new(&config).map_err(|e| anyhow!("cannot build the metered engine: {e}"))
+}
+
 /// A compiled and linked policy from which fresh instances are made, as
 /// policy-server does for every evaluation (`rehydrate`: a new store, WASI
 /// context and instance, then `wapc_init`), so that `bench --fresh-instances`
@@ -169,6 +179,11 @@ impl PolicyPre {
             wasi: WasiState::default(),
         };
         let mut store = Store::new(&self.engine, guest);
+        if self.engine.get_consume_fuel() {
+            store
+                .set_fuel(u64::MAX)
+                .map_err(|e| anyhow!("cannot meter the policy: {e}"))?;
+        }
         let instance = self
             .pre
             .instantiate(&mut store)
@@ -285,6 +300,13 @@ impl PolicyRuntime {
                 }),
             Err(e) => AdmissionResponse::reject_internal_server_error(uid, e.to_string()),
         }
+    }
+
+    /// The wasm instructions this instance has executed so far (wasmtime's fuel: one unit
+    /// per operator), `None` on an engine that does not count them ([`fuel_engine`]).
+    pub fn instructions_executed(&self) -> Option<u64> {
+        let left = self.store.borrow().get_fuel().ok()?;
+        Some(u64::MAX - left)
     }
 
     /// Call a guest function with a raw payload and return its raw answer.
