@@ -3,13 +3,11 @@
 //! and answer with the configured actions ([`report`](crate::report)). Pure apart from the
 //! [`Host`].
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::admission::{AdmissionRequest, ValidationPayload};
+use crate::admission::{AdmissionRequest, PayloadError, ValidationPayload};
 use crate::audit::{self, Origin};
 use crate::broker::{BrokerGuard, BrokerRoutes, Issued};
 use crate::budget::Budget;
@@ -18,7 +16,7 @@ use crate::judge::{judge, Judgement};
 use crate::lookup::Lookups;
 use crate::plan::{plan, Plan, Planned};
 use crate::report::{decide, Decision};
-use crate::settings::{Settings, SettingsError};
+use crate::settings::{Actions, Settings};
 
 /// The audit annotation that names images found on a mirror rather than their registry.
 pub const MIRROR_ANNOTATION: &str = "resolvable-images/resolved-from-mirror";
@@ -26,64 +24,39 @@ pub const MIRROR_ANNOTATION: &str = "resolvable-images/resolved-from-mirror";
 pub const NOT_PINNED_ANNOTATION: &str = "resolvable-images/not-pinned";
 
 /// Answers waPC `validate`: never an error, so a malformed request or a failing host becomes
-/// an explained decision instead of an HTTP 500 for the user's deploy.
+/// an explained decision instead of an HTTP 500 for the user's deploy. The settings are read
+/// as the request needs them; a member that cannot be read (the host did not validate it)
+/// answers the request with its error.
 pub fn validate_payload(payload: &[u8], host: &impl Host) -> Vec<u8> {
-    let decision = match serde_json::from_slice::<ValidationPayload>(payload) {
+    let decision = match ValidationPayload::parse(payload) {
+        Err(PayloadError::Settings(e)) => {
+            Decision::malformed(format!("resolvable-images-policy: {e}"))
+        }
         Err(e) => Decision::malformed(format!(
             "resolvable-images-policy cannot read the admission request: {e}"
         )),
-        Ok(ValidationPayload { settings, request }) => match compiled(settings) {
-            Err(e) => Decision::malformed(format!("resolvable-images-policy: {e}")),
-            Ok(settings) => evaluate(&request, &settings, host),
-        },
-    };
-    decision.to_json()
-}
-
-/// The settings as the host sent them (`None`: absent).
-type SettingsText = Option<Box<RawValue>>;
-
-thread_local! {
-    /// The settings of the previous request and what they compiled to. A host that keeps the
-    /// instance (the test host, hosts pooling instances) sends it the same settings with every
-    /// request; policy-server 1.36 makes a new instance for every evaluation, so there the
-    /// settings are read every time, which [`Settings::from_json`] keeps cheap.
-    static LAST_SETTINGS: RefCell<Option<(SettingsText, Rc<Settings>)>> =
-        const { RefCell::new(None) };
-}
-
-/// `settings` compiled, or the previous request's compilation when they are the same text.
-/// Errors are not kept: invalid settings are compiled (and explained) again every time.
-fn compiled(settings: SettingsText) -> Result<Rc<Settings>, SettingsError> {
-    LAST_SETTINGS.with_borrow_mut(|last| {
-        if let Some((previous, compiled)) = last.as_ref() {
-            if settings_text(previous) == settings_text(&settings) {
-                return Ok(Rc::clone(compiled));
+        Ok(ValidationPayload { settings, request }) => {
+            let decision = evaluate(&request, &settings, host);
+            match settings.problem() {
+                Some(e) => Decision::malformed(format!("resolvable-images-policy: {e}")),
+                None => decision,
             }
         }
-        let compiled = Rc::new(Settings::from_json(settings_text(&settings))?);
-        // the text moves into the cache: no copy on a host that makes a new instance each time
-        *last = Some((settings, Rc::clone(&compiled)));
-        Ok(compiled)
-    })
-}
-
-/// The settings' text, `null` when the host sent none.
-fn settings_text(settings: &SettingsText) -> &str {
-    settings.as_deref().map_or("null", RawValue::get)
+    };
+    decision.to_json()
 }
 
 /// Decides one admission request: plan, look up, judge, answer.
 pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -> Decision {
     let origin = Origin::of(request, || request.object().metadata());
-    if origin == Origin::Audit && !settings.audit.lookups {
+    if origin == Origin::Audit && !settings.audit().lookups {
         return audit::not_audited();
     }
     // with a lookup broker, no image a Pod author wrote may reach the broker's host
     let issued = Issued::default();
-    let guarded = BrokerGuard::new(host, settings.lookup_broker.as_ref(), Rc::clone(&issued));
+    let guarded = BrokerGuard::new(host, settings.lookup_broker(), Rc::clone(&issued));
     let host = &guarded;
-    let budget = Budget::start(host, settings.time_budget);
+    let budget = Budget::start(host, settings.time_budget());
     let plan = match plan(request, settings, host) {
         Planned::Check(plan) => plan,
         Planned::Nothing => return Decision::accept(),
@@ -93,15 +66,15 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
     if plan.asked_the_cluster() {
         budget.resume(host);
     }
-    let credentialed = settings.pull_secrets.credentialed_lookups;
+    let credentialed = settings.pull_secrets().credentialed_lookups;
     let mut lookups = Lookups::start(
         &plan.pods,
-        &settings.lookup_scope,
+        settings.lookup_scope(),
         credentialed,
         &budget,
         host,
     );
-    if let Some(broker) = &settings.lookup_broker {
+    if let Some(broker) = settings.lookup_broker() {
         lookups.through_broker(BrokerRoutes::plan(
             broker,
             &plan.resource.namespace,
@@ -124,6 +97,13 @@ fn answer(
     judgement: Judgement,
     settings: &Settings,
 ) -> Decision {
+    // with no finding no action is consulted, and the member is not read
+    let unread = Actions::default();
+    let actions = if judgement.findings.is_empty() {
+        &unread
+    } else {
+        settings.actions()
+    };
     let mut notes = plan.notes;
     notes.extend(judgement.notes);
     if let Some(reason) = &lookups.fallback {
@@ -137,15 +117,10 @@ fn answer(
             request.object(),
             &judgement.findings,
             &notes,
-            &settings.actions,
+            actions,
         );
     }
-    let mut decision = decide(
-        &plan.resource,
-        &judgement.findings,
-        &notes,
-        &settings.actions,
-    );
+    let mut decision = decide(&plan.resource, &judgement.findings, &notes, actions);
     if !judgement.from_mirrors.is_empty() {
         decision.audit_annotations.insert(
             MIRROR_ANNOTATION.to_owned(),
@@ -158,7 +133,7 @@ fn answer(
             judgement.not_pinned.join("; "),
         );
     }
-    if decision.accepted && settings.pin_digests && !judgement.pins.is_empty() {
+    if decision.accepted && settings.pin_digests() && !judgement.pins.is_empty() {
         decision.mutated_object = Some(pin(request.object().value(), &judgement.pins));
     }
     decision

@@ -3,31 +3,49 @@
 //! reads the settings on a fresh instance for every request, so fifty exemption globs that no
 //! image of the request can match were fifty compilations for nothing.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 
-/// One glob: `*` (also across `/`), `?` and `[...]`, as the `glob` crate matches them.
+/// One glob: `*` (also across `/`), `?` and `[...]`, as the `glob` crate matches them. Its text
+/// is borrowed from the settings' when a request reads them, owned when they were validated.
 #[derive(Clone)]
-pub struct Glob {
-    text: String,
+pub struct Glob<'a> {
+    text: Cow<'a, str>,
     /// Length of the text before its first wildcard: every match starts with it.
     literal: usize,
+    /// No wildcard but single `*`s (`*.corp.example`, `registry.internal/team/*`): matched
+    /// here, without compiling, as the glob crate matches them.
+    stars_only: bool,
     /// Compiled on first use; `None` only for a text `glob` refuses, which [`Glob::new`]
     /// has already refused.
     compiled: OnceCell<Option<glob::Pattern>>,
 }
 
-impl Glob {
+impl<'a> Glob<'a> {
     /// Checks `text` as the `glob` crate does. It refuses only texts with `[` or `**`, so those
     /// are compiled now and every other text when a name first needs it.
-    pub fn new(text: String) -> Result<Self, String> {
+    pub fn new(text: impl Into<Cow<'a, str>>) -> Result<Self, String> {
+        let text = text.into();
         let bytes = text.as_bytes();
         let literal = bytes
             .iter()
             .position(|b| matches!(b, b'*' | b'?' | b'['))
             .unwrap_or(bytes.len());
-        let wildcards = &bytes[literal..];
-        let may_fail = wildcards.contains(&b'[') || wildcards.windows(2).any(|w| w == b"**");
+        // one pass over what follows the literal prefix, usually a lone `*`
+        let (mut double_star, mut bracket, mut other) = (false, false, false);
+        let mut previous = 0u8;
+        for &byte in &bytes[literal..] {
+            match byte {
+                b'*' => double_star |= previous == b'*',
+                b'[' => bracket = true,
+                b'?' | b'\\' => other = true,
+                _ => {}
+            }
+            previous = byte;
+        }
+        let may_fail = bracket || double_star;
+        let stars_only = !double_star && !bracket && !other;
         let compiled = OnceCell::new();
         if may_fail {
             let pattern = glob::Pattern::new(&text)
@@ -37,6 +55,7 @@ impl Glob {
         Ok(Glob {
             text,
             literal,
+            stars_only,
             compiled,
         })
     }
@@ -48,6 +67,9 @@ impl Glob {
         }
         if self.literal == self.text.len() {
             return name == self.text;
+        }
+        if self.stars_only {
+            return star_match(&self.text, name);
         }
         self.compiled
             .get_or_init(|| glob::Pattern::new(&self.text).ok())
@@ -61,8 +83,30 @@ impl Glob {
     }
 }
 
+/// A glob whose only wildcards are single `*`s, matched as the glob crate does with its default
+/// options: each `*` any run of characters, `/` included; the rest literally.
+fn star_match(pattern: &str, name: &str) -> bool {
+    let Some((head, tail)) = pattern.split_once('*') else {
+        return pattern == name;
+    };
+    let Some(name) = name.strip_prefix(head) else {
+        return false;
+    };
+    let (middle, last) = tail.rsplit_once('*').unwrap_or(("", tail));
+    let Some(mut rest) = name.strip_suffix(last) else {
+        return false;
+    };
+    for part in middle.split('*').filter(|part| !part.is_empty()) {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 /// The glob as written, compiled yet or not.
-impl fmt::Debug for Glob {
+impl fmt::Debug for Glob<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.text, f)
     }
@@ -82,6 +126,9 @@ mod tests {
             "ghcr.io/org/x@sha256:00",
             "a",
             "",
+            "aa",
+            "aba",
+            "registry.internal/team/app:1:1",
         ];
         for text in [
             "registry.internal/*",
@@ -95,6 +142,14 @@ mod tests {
             "a",
             "**",
             "x/**/y",
+            "*.internal/*",
+            "*/*/*",
+            "d*o*r*",
+            "*app*",
+            "docker.io/*/busybox*",
+            "*busybox",
+            "a*a",
+            "*:1",
         ] {
             let ours = Glob::new(text.to_owned()).unwrap();
             let theirs = glob::Pattern::new(text).unwrap();
@@ -114,8 +169,18 @@ mod tests {
     }
 
     #[test]
+    fn globs_of_single_stars_are_never_compiled() {
+        for text in ["*.corp.example", "registry.internal/*/app:*", "*"] {
+            let glob = Glob::new(text).unwrap();
+            assert!(glob.matches("x.corp.example") || !text.contains("corp"));
+            let _ = glob.matches("registry.internal/team/app:1");
+            assert!(glob.compiled.get().is_none(), "{text}");
+        }
+    }
+
+    #[test]
     fn a_glob_no_name_could_match_is_never_compiled() {
-        let glob = Glob::new("registry.internal/*".to_owned()).unwrap();
+        let glob = Glob::new("registry.internal/?*".to_owned()).unwrap();
         assert!(!glob.matches("docker.io/library/nginx:1"));
         assert!(glob.compiled.get().is_none());
         assert!(glob.matches("registry.internal/x:1"));

@@ -31,9 +31,9 @@ pub struct Judgement {
 }
 
 /// What judging one request needs at hand.
-struct Judge<'a, 's, H: Host> {
+struct Judge<'a, 's, 'p, H: Host> {
     plan: &'a Plan,
-    settings: &'a Settings,
+    settings: &'a Settings<'p>,
     budget: &'a Budget,
     host: &'a H,
     lookups: &'a mut Lookups<'s>,
@@ -56,7 +56,7 @@ pub fn judge(
         budget,
         host,
         lookups,
-        platforms: PlatformChecker::new(&settings.required_platforms, host, budget),
+        platforms: PlatformChecker::new(settings.required_platforms(), host, budget),
         node_images: NodeImages::new(host, budget),
         judgement: Judgement {
             findings: secret_findings(plan),
@@ -83,7 +83,7 @@ pub fn judge(
     judgement
 }
 
-impl<H: Host> Judge<'_, '_, H> {
+impl<H: Host> Judge<'_, '_, '_, H> {
     /// Why `check`'s image will not (or may not) pull, if it will not.
     fn check(&mut self, pod: &Pod, check: &Check) -> Option<Failure> {
         let image = match &check.reference {
@@ -135,7 +135,7 @@ impl<H: Host> Judge<'_, '_, H> {
         let failure =
             self.platforms
                 .check(&found.location.reference, &found.digest, usage, &placement);
-        if failure.is_none() && image.digest().is_none() && self.settings.pin_digests {
+        if failure.is_none() && image.digest().is_none() && self.settings.pin_digests() {
             self.pin(pod, check, image, &found);
         }
         failure
@@ -150,7 +150,7 @@ impl<H: Host> Judge<'_, '_, H> {
         let pinned = format!("{}@{}", container.image, found.digest);
         let by_digest = ImageReference::parse(&format!("{}@{}", image.name(), found.digest));
         let digest_chain = match &by_digest {
-            Ok(by_digest) => self.settings.mirrors.locations(by_digest),
+            Ok(by_digest) => self.settings.mirrors().locations(by_digest),
             Err(_) => Vec::new(),
         };
         let reaches_found = digest_chain

@@ -37,6 +37,7 @@ pub mod action;
 pub mod failure;
 pub mod field_error;
 pub mod globs;
+pub mod json_extent;
 pub mod object;
 pub mod platform;
 pub mod reference;
@@ -49,7 +50,6 @@ pub mod host;
 pub use kubelet_credentials as credentials;
 
 // Reading the request, as the API server, the scheduler and the nodes read it.
-pub mod admission;
 pub mod custom_kinds;
 pub mod lookup_scope;
 pub mod mirrors;
@@ -64,6 +64,9 @@ pub mod workload;
 pub mod broker_settings;
 pub mod settings;
 pub mod ui_form;
+
+// The payload of `validate`: the admission request, and the settings read on the way.
+pub mod admission;
 
 // The four steps, in order.
 // 1. Plan: which images of which pods to check, with which credentials and locations.

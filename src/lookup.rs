@@ -31,7 +31,7 @@ struct LookupKey {
 /// The lookups of one request, each made at most once.
 #[derive(Debug)]
 pub struct Lookups<'s> {
-    scope: &'s LookupScope,
+    scope: &'s LookupScope<'s>,
     /// What the scope says of each registry asked about (few per request).
     refusals: Vec<(String, Option<Failure>)>,
     results: BTreeMap<LookupKey, LookupResult>,
@@ -51,7 +51,7 @@ impl<'s> Lookups<'s> {
     /// demand.
     pub fn start(
         pods: &[Pod],
-        scope: &'s LookupScope,
+        scope: &'s LookupScope<'s>,
         credentialed: bool,
         budget: &Budget,
         host: &impl Host,
@@ -161,7 +161,7 @@ impl<'s> Lookups<'s> {
 /// [`LookupScope::refusal`], asked once per registry of the request (`known`).
 fn refusal(
     known: &mut Vec<(String, Option<Failure>)>,
-    scope: &LookupScope,
+    scope: &LookupScope<'_>,
     reference: &ImageReference,
 ) -> Option<Failure> {
     let registry = reference.registry();
@@ -186,7 +186,7 @@ struct Batch {
 impl Batch {
     /// Every distinct (pod, image, location): one keyring lookup by the image's own name, whose
     /// credentials go to every location of its chain, as the kubelet and the runtime do.
-    fn of(pods: &[Pod], keyrings: &[&Keyring], scope: &LookupScope) -> Self {
+    fn of(pods: &[Pod], keyrings: &[&Keyring], scope: &LookupScope<'_>) -> Self {
         let mut batch = Batch::default();
         let mut seen = std::collections::HashSet::new();
         let checks = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
@@ -234,7 +234,7 @@ impl Batch {
 fn look_up_with_credentials(
     pods: &[Pod],
     keyrings: &[&Keyring],
-    scope: &LookupScope,
+    scope: &LookupScope<'_>,
     budget: &Budget,
     host: &impl Host,
 ) -> Result<BTreeMap<LookupKey, LookupResult>, String> {

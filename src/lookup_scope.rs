@@ -4,6 +4,7 @@
 //! to a cloud metadata endpoint. Operators list the registries worth asking
 //! (`lookupRegistries`), and some addresses are never asked (`deniedLookupNetworks`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -38,14 +39,15 @@ const DEFAULT_DENIED: [Network; 4] = [
     },
 ];
 
-/// The registries lookups may go to.
+/// The registries lookups may go to; their patterns borrowed from the settings' text when a
+/// request reads them.
 #[derive(Debug, Clone)]
-pub struct LookupScope {
-    registries: Vec<Glob>,
+pub struct LookupScope<'a> {
+    registries: Vec<Glob<'a>>,
     denied: Vec<Network>,
 }
 
-impl Default for LookupScope {
+impl Default for LookupScope<'_> {
     fn default() -> Self {
         LookupScope {
             registries: Vec::new(),
@@ -54,7 +56,7 @@ impl Default for LookupScope {
     }
 }
 
-impl LookupScope {
+impl<'a> LookupScope<'a> {
     /// Compiles `lookupRegistries` (globs; empty means every registry) and
     /// `deniedLookupNetworks` (CIDRs; `None`, not written, means the defaults).
     pub fn new(registries: &[String], denied: Option<&[String]>) -> Result<Self, ScopeError> {
@@ -62,10 +64,33 @@ impl LookupScope {
             .iter()
             .enumerate()
             .map(|(index, pattern)| {
+                compile_registry_pattern(pattern.to_owned())
+                    .map_err(|problem| ScopeError::Registry { index, problem })
+            })
+            .collect::<Result<_, _>>()?;
+        Self::with_networks(registries, denied)
+    }
+
+    /// The scope of a request's settings, its patterns borrowed from their text.
+    pub fn validated(
+        registries: Vec<Cow<'a, str>>,
+        denied: Option<&[String]>,
+    ) -> Result<Self, ScopeError> {
+        let registries = registries
+            .into_iter()
+            .enumerate()
+            .map(|(index, pattern)| {
                 compile_registry_pattern(pattern)
                     .map_err(|problem| ScopeError::Registry { index, problem })
             })
             .collect::<Result<_, _>>()?;
+        Self::with_networks(registries, denied)
+    }
+
+    fn with_networks(
+        registries: Vec<Glob<'a>>,
+        denied: Option<&[String]>,
+    ) -> Result<Self, ScopeError> {
         let denied = match denied {
             None => DEFAULT_DENIED.to_vec(),
             Some(denied) => denied
@@ -116,13 +141,14 @@ fn host_of(registry: &str) -> &str {
 }
 
 /// A registry glob: `*.corp.example`, `docker.io`, `registry.internal:5000`.
-fn compile_registry_pattern(pattern: &str) -> Result<Glob, String> {
+fn compile_registry_pattern<'a>(pattern: impl Into<Cow<'a, str>>) -> Result<Glob<'a>, String> {
+    let pattern = pattern.into();
     if pattern.is_empty() || pattern.contains('/') || pattern.chars().any(char::is_whitespace) {
         return Err(format!(
             "{pattern:?} is not a registry pattern such as *.corp.example or docker.io"
         ));
     }
-    Glob::new(pattern.to_owned())
+    Glob::new(pattern)
 }
 
 /// An IP network in CIDR notation.

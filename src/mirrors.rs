@@ -6,11 +6,14 @@
 //! primary location (the prefix, or its `location` rewrite). The image is resolvable when any
 //! location has it, and absent only when every location says so.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::fmt;
 
 use serde::Deserialize;
 
 use crate::field_error::FieldError;
+use crate::json_extent::{ExtentError, Scanner};
 use crate::reference::{ImageReference, ReferenceError};
 
 /// Which references a mirror serves (`pull-from-mirror` in registries.conf).
@@ -64,13 +67,37 @@ pub struct Location {
     pub is_mirror: bool,
 }
 
-/// Validated mirror rules.
-#[derive(Debug, Clone, Default)]
-pub struct Mirrors {
-    rules: Vec<RegistryRule>,
+/// Validated mirror rules. A request's are read from the settings' text: each rule's prefix
+/// when the rules are first needed, the rest of a rule when an image first matches it.
+#[derive(Clone, Default)]
+pub struct Mirrors<'a> {
+    rules: Vec<Rule<'a>>,
+    /// The first rule of a request's settings that could not be read, and why: the host did
+    /// not validate the settings.
+    problem: OnceCell<RuleProblem>,
+    /// How a rule that does not parse as written is read again (the settings' careful way,
+    /// which removes what the Kubewarden UI writes for "nothing").
+    careful: Option<CarefulReading>,
 }
 
-impl Mirrors {
+/// A rule of a request's settings that could not be read: its index, the field within it
+/// (`mirrors[0].location`, or empty), and why.
+pub type RuleProblem = (usize, String, String);
+
+/// A rule's text read the careful way: the rule, or the field within it and the problem.
+pub type CarefulReading = fn(&str) -> Result<RegistryRule, (String, String)>;
+
+/// One rule: its prefix at hand, the rest parsed when first needed.
+#[derive(Clone)]
+struct Rule<'a> {
+    prefix: Cow<'a, str>,
+    /// The rule's JSON text; empty for a rule parsed already.
+    text: &'a str,
+    /// `None` for a text that is not a rule.
+    parsed: OnceCell<Option<RegistryRule>>,
+}
+
+impl Mirrors<'static> {
     /// Validates `rules`; the error names the offending field relative to the rule list.
     pub fn new(rules: Vec<RegistryRule>) -> Result<Self, RuleError> {
         for (i, rule) in rules.iter().enumerate() {
@@ -88,18 +115,79 @@ impl Mirrors {
                     .map_err(|p| at(format_args!("mirrors[{j}].location"), p))?;
             }
         }
-        Ok(Mirrors { rules })
+        Ok(Self::validated(rules))
     }
 
     /// Rules [`Mirrors::new`] has accepted before: a request's settings, which the host
     /// validated when it loaded the policy.
     pub fn validated(rules: Vec<RegistryRule>) -> Self {
-        Mirrors { rules }
+        Mirrors {
+            rules: rules
+                .into_iter()
+                .map(|rule| Rule {
+                    prefix: Cow::Owned(rule.prefix.clone()),
+                    text: "",
+                    parsed: OnceCell::from(Some(rule)),
+                })
+                .collect(),
+            problem: OnceCell::new(),
+            careful: None,
+        }
+    }
+}
+
+impl<'a> Mirrors<'a> {
+    /// The rules of a request's settings from the text of their list (validated by the host):
+    /// only each rule's `prefix` is read now, the rest of a rule when an image first matches
+    /// it, through `careful` when it does not parse as written. `None` when the text is not a
+    /// list of objects with a string `prefix`, which the careful reading then explains.
+    pub fn from_text(text: &'a str, careful: CarefulReading) -> Option<Self> {
+        let mut rules = Vec::new();
+        let mut scanner = Scanner::new(text);
+        scanner
+            .elements(|scanner| {
+                let start = scanner.offset();
+                let mut prefix = None;
+                scanner.members(|key, value, _| {
+                    if key == "prefix" {
+                        prefix = Some(Scanner::new(value).string()?);
+                    }
+                    Ok(())
+                })?;
+                let missing = ExtentError {
+                    offset: start,
+                    expected: "a rule with a prefix",
+                };
+                rules.push(Rule {
+                    prefix: prefix.ok_or(missing)?,
+                    text: text[start..scanner.offset()].trim_start(),
+                    parsed: OnceCell::new(),
+                });
+                Ok(())
+            })
+            .ok()?;
+        scanner.at_end().then_some(Mirrors {
+            rules,
+            problem: OnceCell::new(),
+            careful: Some(careful),
+        })
     }
 
     /// True when no rule is configured: every image has only its primary location.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Reads every rule, as validation and tests do.
+    pub fn read_all(&self) {
+        for index in 0..self.rules.len() {
+            let _ = self.rule(index);
+        }
+    }
+
+    /// The first rule that could not be read, by its index, and why.
+    pub fn problem(&self) -> Option<&RuleProblem> {
+        self.problem.get()
     }
 
     /// The locations a node tries for `reference`, in order; the primary location is last.
@@ -116,7 +204,10 @@ impl Mirrors {
             return primary_only();
         }
         let name = reference.name();
-        let Some((rule, matched)) = self.find(&name) else {
+        let Some((rule, matched)) = self.find(&name).and_then(|(index, matched)| {
+            let rule = self.rule(index)?;
+            Some((rule, matched))
+        }) else {
             return primary_only();
         };
         let rest = name.get(matched..).unwrap_or_default();
@@ -151,20 +242,51 @@ impl Mirrors {
         locations
     }
 
-    /// The matching rule and how many bytes of `name` it matched, as sysregistriesv2's
-    /// `FindRegistry` chooses: the longest prefix, literal or `*.domain` alike, and among
-    /// prefixes of the same length the first in sorted order. A wildcard matches the host
-    /// (any depth of subdomain) and leaves its port in the rest, which the rewrite keeps.
-    fn find(&self, name: &str) -> Option<(&RegistryRule, usize)> {
+    /// Rule `index`, parsed on first use; `None` (and the problem noted) when its text is not
+    /// a rule.
+    fn rule(&self, index: usize) -> Option<&RegistryRule> {
+        let rule = self.rules.get(index)?;
+        rule.parsed
+            .get_or_init(|| {
+                serde_json::from_str(rule.text)
+                    .map_err(|e| (String::new(), e.to_string()))
+                    .or_else(|e| self.careful.map_or(Err(e), |careful| careful(rule.text)))
+                    .map_err(|(field, problem)| {
+                        let _ = self.problem.set((index, field, problem));
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// The matching rule's index and how many bytes of `name` it matched, as
+    /// sysregistriesv2's `FindRegistry` chooses: the longest prefix, literal or `*.domain`
+    /// alike, and among prefixes of the same length the first in sorted order. A wildcard
+    /// matches the host (any depth of subdomain) and leaves its port in the rest, which the
+    /// rewrite keeps.
+    fn find(&self, name: &str) -> Option<(usize, usize)> {
         self.rules
             .iter()
-            .filter_map(|rule| prefix_match(name, &rule.prefix).map(|end| (rule, end)))
-            .min_by(|(a, _), (b, _)| {
-                b.prefix
-                    .len()
-                    .cmp(&a.prefix.len())
-                    .then_with(|| a.prefix.cmp(&b.prefix))
+            .enumerate()
+            .filter_map(|(index, rule)| prefix_match(name, &rule.prefix).map(|end| (index, end)))
+            .min_by(|&(a, _), &(b, _)| {
+                let (a, b) = (&self.rules[a].prefix, &self.rules[b].prefix);
+                b.len().cmp(&a.len()).then_with(|| a.cmp(b))
             })
+    }
+}
+
+/// The rules, each parsed.
+impl fmt::Debug for Mirrors<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mirrors")
+            .field(
+                "rules",
+                &(0..self.rules.len())
+                    .map(|index| self.rule(index))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
     }
 }
 

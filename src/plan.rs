@@ -16,7 +16,7 @@ use crate::object::{Metadata, Object, Resource};
 use crate::pull_secrets::{self, PullSecrets};
 use crate::reference::ImageReference;
 use crate::settings::{OwnedObjects, Settings};
-use crate::short_names::{Resolution, ShortNames};
+use crate::short_names::{self, Resolution, ShortNames};
 use crate::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
@@ -78,7 +78,7 @@ impl Pod {
         settings: &Settings,
     ) {
         if let (Some(spec), Some(old_spec)) = (&self.spec, old.and_then(|old| old.spec.as_ref())) {
-            let scheduling_matters = !settings.required_platforms.is_empty();
+            let scheduling_matters = !settings.required_platforms().is_empty();
             if spec.credentials_context() != old_spec.credentials_context()
                 || (scheduling_matters
                     && spec.scheduling_context() != old_spec.scheduling_context())
@@ -165,7 +165,7 @@ impl Check {
         if let Ok(reference) = &self.reference {
             self.chain = std::iter::once(reference)
                 .chain(&self.alternatives)
-                .flat_map(|reference| settings.mirrors.locations(reference))
+                .flat_map(|reference| settings.mirrors().locations(reference))
                 .collect();
         }
     }
@@ -275,7 +275,10 @@ pub fn plan(request: &AdmissionRequest, settings: &Settings, host: &impl Host) -
     }
     for pod in &mut pods {
         for check in &mut pod.checks {
-            check.resolve_short_name(&settings.short_names);
+            // the short-name rules are read only for an image that needs them
+            if short_names::is_short(&check.container.image) {
+                check.resolve_short_name(settings.short_names());
+            }
         }
         pod.checks.retain(|check| check.needs_registry(settings));
         for check in &mut pod.checks {
@@ -301,7 +304,7 @@ fn read_secrets(
     namespace: &str,
     host: &impl Host,
 ) -> Vec<String> {
-    if settings.pull_secrets.consult {
+    if settings.pull_secrets().consult {
         for pod in pods.iter_mut().filter(|pod| !pod.checks.is_empty()) {
             if let Some(spec) = &pod.spec {
                 pod.secrets = Some(pull_secrets::read(spec, namespace, host));
@@ -335,7 +338,7 @@ impl<'a> Target<'a> {
             .map(Target::Builtin)
             .or_else(|| {
                 settings
-                    .custom_kinds
+                    .custom_kinds()
                     .iter()
                     .find(|custom| custom.matches(&kind.group, &kind.version, &kind.kind))
                     .map(Target::Custom)
@@ -355,7 +358,7 @@ impl<'a> Target<'a> {
     /// every CronJob run) long after a tag may have been deleted. Unless `ownedObjects` is
     /// `check`. A Pod is never a controller.
     fn is_owned(&self, metadata: &Metadata, settings: &Settings) -> bool {
-        settings.owned_objects == OwnedObjects::Skip
+        settings.owned_objects() == OwnedObjects::Skip
             && metadata
                 .owner_references
                 .iter()
@@ -367,7 +370,7 @@ impl<'a> Target<'a> {
                     WorkloadKind::from_group_kind(group, kind)
                         .is_some_and(|kind| kind != WorkloadKind::Pod)
                         || settings
-                            .custom_kinds
+                            .custom_kinds()
                             .iter()
                             .any(|custom| custom.matches(group, version, kind))
                 })

@@ -1,9 +1,12 @@
 //! Policy settings: what operators may configure, parsed strictly so that a typo in a
 //! `ClusterAdmissionPolicy` is refused when the policy loads instead of silently ignored.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
+use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 pub use crate::action::Action;
@@ -12,6 +15,7 @@ use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
 use crate::globs::Glob;
+use crate::json_extent::{ExtentError, Scanner};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
@@ -174,100 +178,161 @@ impl Default for RawSettings {
     }
 }
 
-/// Validated settings, with exemption patterns compiled once per evaluation.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// What to do per failure class.
-    pub actions: Actions,
-    /// How pull secrets are used.
-    pub pull_secrets: PullSecretSettings,
-    /// How long an evaluation may spend on host calls before it stops making new ones.
-    pub time_budget: std::time::Duration,
-    /// Mirror chains, as nodes are configured.
-    pub mirrors: Mirrors,
-    /// Platforms every image must serve.
-    pub required_platforms: Requirement,
-    /// Rewrite checked images to the digest their lookup found.
-    pub pin_digests: bool,
-    /// Custom kinds and where their images are.
-    pub custom_kinds: Vec<CustomKind>,
-    /// Whether controller-owned objects are looked up again.
-    pub owned_objects: OwnedObjects,
-    /// Which registries lookups may go to.
-    pub lookup_scope: LookupScope,
-    /// Registries whose 404 proves nothing to a caller that may not see the repository.
-    not_found_may_mean_denied: NotFoundGlobs,
-    /// What the nodes' runtime pulls for an image written without a registry.
-    pub short_names: ShortNames,
-    /// The lookup broker, when lookups with pods' pull secrets go through one.
-    pub lookup_broker: Option<BrokerSettings>,
-    /// How requests of Kubewarden's audit scanner are answered.
-    pub audit: AuditSettings,
-    /// Sorted, for a binary search: no hasher to seed on every request.
-    exempt_namespaces: Vec<String>,
-    exempt_images: Vec<Glob>,
+/// The members of the settings, in [`RawSettings`]' order, by their JSON names.
+const KEYS: [&str; 17] = [
+    "actions",
+    "pullSecrets",
+    "timeBudgetMs",
+    "exemptNamespaces",
+    "exemptImages",
+    "registries",
+    "requiredPlatforms",
+    "pinDigests",
+    "customResources",
+    "ownedObjects",
+    "ownedPods",
+    "lookupRegistries",
+    "deniedLookupNetworks",
+    "notFoundMayMeanDenied",
+    "shortNames",
+    "lookupBroker",
+    "audit",
+];
+
+/// A member's index in [`KEYS`].
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    Actions,
+    PullSecrets,
+    TimeBudgetMs,
+    ExemptNamespaces,
+    ExemptImages,
+    Registries,
+    RequiredPlatforms,
+    PinDigests,
+    CustomResources,
+    OwnedObjects,
+    OwnedPods,
+    LookupRegistries,
+    DeniedLookupNetworks,
+    NotFoundMayMeanDenied,
+    ShortNames,
+    LookupBroker,
+    Audit,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            actions: Actions::default(),
-            pull_secrets: PullSecretSettings::default(),
-            time_budget: std::time::Duration::from_millis(DEFAULT_TIME_BUDGET_MS),
-            mirrors: Mirrors::default(),
-            required_platforms: Requirement::default(),
-            pin_digests: false,
-            custom_kinds: Vec::new(),
-            owned_objects: OwnedObjects::default(),
-            lookup_scope: LookupScope::default(),
-            not_found_may_mean_denied: NotFoundGlobs::default(),
-            short_names: ShortNames::default(),
-            lookup_broker: None,
-            audit: AuditSettings::default(),
-            exempt_namespaces: Vec::new(),
-            exempt_images: Vec::new(),
-        }
-    }
+/// One member as the host sent it: its value's text, and whether the Kubewarden UI's blanks
+/// (`null`, `""`) may be in it, which only the careful reading removes.
+#[derive(Debug, Clone, Copy)]
+struct Member<'a> {
+    text: &'a str,
+    blanks: bool,
 }
 
-impl Settings {
-    /// Parses and validates settings; `null` and `{}` mean all defaults. What the Kubewarden UI's
-    /// form writes for "nothing" (its hidden `description`, `''`, `null`, empty rows) is
-    /// removed first ([`ui_form::normalise`]).
+/// The settings. A request reads them from the text the host sent ([`Settings::from_json`]),
+/// each member when it is first needed: policy-server 1.36 hands them to a fresh instance with
+/// every request, and a request needs few of them. Validation ([`Settings::from_value`]) reads
+/// and checks every member at once.
+#[derive(Clone, Default)]
+pub struct Settings<'a> {
+    members: [Option<Member<'a>>; KEYS.len()],
+    actions: OnceCell<Actions>,
+    pull_secrets: OnceCell<PullSecretSettings>,
+    time_budget: OnceCell<Duration>,
+    /// As written: a request asks about one namespace, which a scan answers sooner than a
+    /// sort.
+    exempt_namespaces: OnceCell<Vec<Cow<'a, str>>>,
+    exempt_images: OnceCell<Vec<Glob<'a>>>,
+    mirrors: OnceCell<Mirrors<'a>>,
+    required_platforms: OnceCell<Requirement>,
+    pin_digests: OnceCell<bool>,
+    custom_kinds: OnceCell<Vec<CustomKind>>,
+    owned_objects: OnceCell<OwnedObjects>,
+    lookup_scope: OnceCell<LookupScope<'a>>,
+    not_found_may_mean_denied: OnceCell<Vec<Glob<'a>>>,
+    short_names: OnceCell<ShortNames>,
+    lookup_broker: OnceCell<Option<BrokerSettings>>,
+    audit: OnceCell<AuditSettings>,
+    /// The first member that could not be read, which makes the request's answer an error.
+    problem: OnceCell<SettingsError>,
+}
+
+impl<'a> Settings<'a> {
+    /// Parses and validates every member; `null` and `{}` mean all defaults. What the
+    /// Kubewarden UI's form writes for "nothing" (its hidden `description`, `''`, `null`, empty
+    /// rows) is removed first ([`ui_form::normalise`]).
     pub fn from_value(value: &serde_json::Value) -> Result<Self, SettingsError> {
-        // The usual settings, `{}`, need neither parsing nor compiling: policy-server 1.36 reads
-        // the settings on a fresh instance for every request, and even with nothing to compile
-        // the parser and every sub-compiler are code no other part of a decision runs.
         if value.is_null() || value.as_object().is_some_and(serde_json::Map::is_empty) {
             return Ok(Settings::default());
         }
-        Self::compile(Self::parse_raw(&ui_form::normalise(value))?, Checks::All)
+        Settings::compile(Self::parse_raw(&ui_form::normalise(value))?, Checks::All)
     }
 
-    /// Parses and validates settings from their JSON text, as the host sends them. Text the
-    /// Kubewarden UI's form may have written blanks into goes through [`Settings::from_value`];
-    /// any other text is parsed straight into its typed form, without a `Value` tree, the
-    /// normalising copy or the path-tracking parser: policy-server 1.36 reads the settings on
-    /// a fresh instance for every request. Whatever fails on that path is read again by the
-    /// slow one, so that an error still names its field.
-    pub fn from_json(text: &str) -> Result<Self, SettingsError> {
-        let trimmed = text.trim();
-        if trimmed == "null"
-            || trimmed
-                .strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .is_some_and(|t| t.trim().is_empty())
-        {
-            return Ok(Settings::default());
-        }
-        if !ui_form::may_hold_blanks(text) {
-            if let Ok(raw) = serde_json::from_str::<RawSettings>(text) {
-                return Self::compile(raw, Checks::WhatRequestsUse);
+    /// The settings a request reads, from their JSON text as the host sends them: the members
+    /// are found (one pass over the text, strings skipped eight bytes at a time) and each is
+    /// parsed when the request first needs it, without the checks `validate_settings` made when
+    /// the host loaded the policy. A document whose members cannot be found (not an object, an
+    /// unknown member) is read the careful way at once, so that its error names its field; a
+    /// member that cannot be read is reported by [`Settings::problem`].
+    pub fn from_json(text: &'a str) -> Result<Settings<'a>, SettingsError> {
+        let mut scanner = Scanner::new(text);
+        match Self::index(&mut scanner) {
+            Some(members) if scanner.at_end() => Ok(Settings {
+                members,
+                ..Settings::default()
+            }),
+            _ if text.trim() == "null" => Ok(Settings::default()),
+            _ => {
+                let value = serde_json::from_str::<serde_json::Value>(text)
+                    .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
+                Self::from_value(&value)
             }
         }
-        let value = serde_json::from_str::<serde_json::Value>(text)
+    }
+
+    /// [`Settings::from_json`] of the value at `scanner`, which it moves past the value: the
+    /// host's payload is walked once, the settings' members found on the way.
+    pub fn read_from(scanner: &mut Scanner<'a>) -> Result<Settings<'a>, SettingsError> {
+        let mut probe = scanner.clone();
+        if let Some(members) = Self::index(&mut probe) {
+            *scanner = probe;
+            return Ok(Settings {
+                members,
+                ..Settings::default()
+            });
+        }
+        let text = scanner
+            .value()
             .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
-        Self::from_value(&value)
+        Self::from_json(text)
+    }
+
+    /// Where each member's value is in the object at `scanner`; `None` when it is not an
+    /// object of known members. A member written as a blank (`null`, `""`) or the UI's string
+    /// `description` is left out, as [`ui_form::normalise`] leaves it out; the last of
+    /// duplicates wins, as in a tree.
+    fn index(scanner: &mut Scanner<'a>) -> Option<[Option<Member<'a>>; KEYS.len()]> {
+        let mut members = [None; KEYS.len()];
+        scanner
+            .members(|key, value, scanner| {
+                let blanks = scanner.take_blanks();
+                let blank = value == "null" || value == "\"\"";
+                if key == "description" && (blank || value.starts_with('"')) {
+                    return Ok(());
+                }
+                let unknown = ExtentError {
+                    offset: scanner.offset(),
+                    expected: "a member of the settings",
+                };
+                let slot = KEYS.iter().position(|k| *k == key).ok_or(unknown)?;
+                members[slot] = (!blank).then_some(Member {
+                    text: value,
+                    blanks,
+                });
+                Ok(())
+            })
+            .ok()?;
+        Some(members)
     }
 
     /// Deserialises, naming the path of the first field that does not fit.
@@ -281,162 +346,483 @@ impl Settings {
         })
     }
 
-    /// Checks what serde cannot and compiles patterns, mirrors, platforms and JSONPaths.
+    /// Checks what serde cannot and compiles patterns, mirrors, platforms and JSONPaths, in
+    /// the order errors are reported.
     fn compile(raw: RawSettings, checks: Checks) -> Result<Self, SettingsError> {
-        if !(1..=MAX_TIME_BUDGET_MS).contains(&raw.time_budget_ms) {
-            return Err(SettingsError::new(
-                "timeBudgetMs",
-                format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
-            ));
-        }
-        let exempt_namespaces = compile_namespaces(raw.exempt_namespaces)?;
+        let time_budget = time_budget(raw.time_budget_ms)?;
+        let exempt_namespaces = compile_namespaces(raw.exempt_namespaces, checks)?;
         let exempt_images = compile_patterns("exemptImages", raw.exempt_images)?;
-        let mirrors = match checks {
-            Checks::All => Mirrors::new(raw.registries).map_err(within("registries"))?,
-            Checks::WhatRequestsUse => Mirrors::validated(raw.registries),
-        };
-        let required_platforms =
-            Requirement::parse(&raw.required_platforms).map_err(within("requiredPlatforms"))?;
-        let custom_kinds = raw
-            .custom_resources
-            .into_iter()
-            .enumerate()
-            .map(|(i, rule)| {
-                let kind = CustomKind::new(rule).and_then(|kind| {
-                    if checks == Checks::All {
-                        kind.compile_paths()?;
-                    }
-                    Ok(kind)
-                });
-                kind.map_err(within(&format!("customResources[{i}]")))
-            })
-            .collect::<Result<_, _>>()?;
-        let lookup_scope = LookupScope::new(
-            &raw.lookup_registries,
-            raw.denied_lookup_networks.as_deref(),
-        )
-        .map_err(within(""))?;
-        let not_found_may_mean_denied = match raw.not_found_may_mean_denied {
-            None => NotFoundGlobs::default(),
-            Some(patterns) => {
-                NotFoundGlobs::compiled(compile_patterns("notFoundMayMeanDenied", patterns)?)
-            }
-        };
+        let mirrors = compile_mirrors(raw.registries, checks)?;
+        let required_platforms = compile_platforms(raw.required_platforms)?;
+        let custom_kinds = compile_custom_kinds(raw.custom_resources, checks)?;
+        let lookup_scope = compile_scope(raw.lookup_registries, raw.denied_lookup_networks)?;
+        let not_found_may_mean_denied = compile_not_found(raw.not_found_may_mean_denied)?;
         let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
         let owned_objects = owned_objects(raw.owned_objects, raw.owned_pods);
-        if let Some((field, problem)) = raw.lookup_broker.as_ref().and_then(BrokerSettings::problem)
-        {
-            return Err(SettingsError::new(field, problem));
-        }
+        let lookup_broker = compile_broker(raw.lookup_broker)?;
         Ok(Settings {
-            lookup_broker: raw.lookup_broker,
-            audit: raw.audit,
-            actions: raw.actions,
-            owned_objects,
-            short_names,
-            lookup_scope,
-            not_found_may_mean_denied,
-            pull_secrets: raw.pull_secrets,
-            time_budget: std::time::Duration::from_millis(raw.time_budget_ms),
-            mirrors,
-            required_platforms,
-            pin_digests: raw.pin_digests,
-            custom_kinds,
-            exempt_namespaces,
-            exempt_images,
+            members: [None; KEYS.len()],
+            actions: OnceCell::from(raw.actions),
+            pull_secrets: OnceCell::from(raw.pull_secrets),
+            time_budget: OnceCell::from(time_budget),
+            exempt_namespaces: OnceCell::from(exempt_namespaces),
+            exempt_images: OnceCell::from(exempt_images),
+            mirrors: OnceCell::from(mirrors),
+            required_platforms: OnceCell::from(required_platforms),
+            pin_digests: OnceCell::from(raw.pin_digests),
+            custom_kinds: OnceCell::from(custom_kinds),
+            owned_objects: OnceCell::from(owned_objects),
+            lookup_scope: OnceCell::from(lookup_scope),
+            not_found_may_mean_denied: OnceCell::from(not_found_may_mean_denied),
+            short_names: OnceCell::from(short_names),
+            lookup_broker: OnceCell::from(lookup_broker),
+            audit: OnceCell::from(raw.audit),
+            problem: OnceCell::new(),
         })
+    }
+
+    /// One member read on the request path: parsed straight into its type, or, when the UI's
+    /// blanks may be in it or that fails, the careful way (normalised, parsed naming the path
+    /// of what does not fit); then compiled. A member that cannot be read becomes this
+    /// request's [`Settings::problem`], and its default stands in until the answer is made.
+    fn read<R, T>(
+        &self,
+        key: Key,
+        take: impl FnOnce(RawSettings) -> R,
+        compile: impl FnOnce(R) -> Result<T, SettingsError>,
+    ) -> T
+    where
+        R: DeserializeOwned,
+        T: Default,
+    {
+        let raw = match self.members[key as usize] {
+            None => Ok(take(RawSettings::default())),
+            Some(member) => match (!member.blanks)
+                .then(|| serde_json::from_str::<R>(member.text).ok())
+                .flatten()
+            {
+                Some(raw) => Ok(raw),
+                None => careful(key, member.text).map(take),
+            },
+        };
+        raw.and_then(compile).unwrap_or_else(|error| {
+            let _ = self.problem.set(error);
+            T::default()
+        })
+    }
+
+    /// A list of strings read on the request path without copying them (only a string with
+    /// escapes is decoded); the careful way when the UI's blanks may be in it.
+    fn read_strings(
+        &self,
+        key: Key,
+        take: impl FnOnce(RawSettings) -> Vec<String>,
+    ) -> Result<Vec<Cow<'a, str>>, SettingsError> {
+        let Some(member) = self.members[key as usize] else {
+            return Ok(take(RawSettings::default())
+                .into_iter()
+                .map(Cow::Owned)
+                .collect());
+        };
+        let mut strings = Vec::new();
+        let read = (!member.blanks)
+            .then(|| {
+                Scanner::new(member.text).elements(|scanner| {
+                    strings.push(scanner.string()?);
+                    Ok(())
+                })
+            })
+            .and_then(Result::ok);
+        if read.is_some() {
+            return Ok(strings);
+        }
+        careful(key, member.text).map(|raw| take(raw).into_iter().map(Cow::Owned).collect())
+    }
+
+    /// Reads every member, as [`Debug`](fmt::Debug) and tests do: the first problem, if any.
+    pub fn read_all(&self) -> Result<(), SettingsError> {
+        let _ = (self.actions(), self.pull_secrets(), self.time_budget());
+        let _ = (self.is_namespace_exempt(""), self.is_image_exempt(""));
+        let _ = (
+            self.mirrors().read_all(),
+            self.required_platforms(),
+            self.pin_digests(),
+        );
+        let _ = (
+            self.custom_kinds(),
+            self.owned_objects(),
+            self.lookup_scope(),
+        );
+        let _ = (self.not_found_may_mean_denied(""), self.short_names());
+        let _ = (self.lookup_broker(), self.audit());
+        self.problem().map_or(Ok(()), Err)
+    }
+
+    /// The first member this request could not read: the request is answered with it.
+    pub fn problem(&self) -> Option<SettingsError> {
+        if let Some(problem) = self.problem.get() {
+            return Some(problem.clone());
+        }
+        let (index, within, problem) = self.mirrors.get()?.problem()?;
+        Some(SettingsError::new(
+            format!("registries[{index}]{within}"),
+            problem.clone(),
+        ))
+    }
+
+    /// What to do per failure class.
+    pub fn actions(&self) -> &Actions {
+        self.actions
+            .get_or_init(|| self.read(Key::Actions, |raw| raw.actions, Ok))
+    }
+
+    /// How pull secrets are used.
+    pub fn pull_secrets(&self) -> PullSecretSettings {
+        *self
+            .pull_secrets
+            .get_or_init(|| self.read(Key::PullSecrets, |raw| raw.pull_secrets, Ok))
+    }
+
+    /// How long an evaluation may spend on host calls before it stops making new ones.
+    pub fn time_budget(&self) -> Duration {
+        *self
+            .time_budget
+            .get_or_init(|| self.read(Key::TimeBudgetMs, |raw| raw.time_budget_ms, time_budget))
+    }
+
+    /// Mirror chains, as nodes are configured.
+    pub fn mirrors(&self) -> &Mirrors<'a> {
+        self.mirrors.get_or_init(|| {
+            let from_text = self.members[Key::Registries as usize]
+                .filter(|member| !member.blanks)
+                .and_then(|member| Mirrors::from_text(member.text, careful_rule));
+            from_text.unwrap_or_else(|| {
+                self.read(
+                    Key::Registries,
+                    |raw| raw.registries,
+                    |rules| compile_mirrors(rules, Checks::WhatRequestsUse),
+                )
+            })
+        })
+    }
+
+    /// Platforms every image must serve.
+    pub fn required_platforms(&self) -> &Requirement {
+        self.required_platforms.get_or_init(|| {
+            self.read(
+                Key::RequiredPlatforms,
+                |raw| raw.required_platforms,
+                compile_platforms,
+            )
+        })
+    }
+
+    /// Rewrite checked images to the digest their lookup found.
+    pub fn pin_digests(&self) -> bool {
+        *self
+            .pin_digests
+            .get_or_init(|| self.read(Key::PinDigests, |raw| raw.pin_digests, Ok))
+    }
+
+    /// Custom kinds and where their images are.
+    pub fn custom_kinds(&self) -> &[CustomKind] {
+        self.custom_kinds.get_or_init(|| {
+            self.read(
+                Key::CustomResources,
+                |raw| raw.custom_resources,
+                |rules| compile_custom_kinds(rules, Checks::WhatRequestsUse),
+            )
+        })
+    }
+
+    /// Whether controller-owned objects are looked up again.
+    pub fn owned_objects(&self) -> OwnedObjects {
+        *self.owned_objects.get_or_init(|| {
+            let new = self.read(Key::OwnedObjects, |raw| raw.owned_objects, Ok);
+            let old = self.read(Key::OwnedPods, |raw| raw.owned_pods, Ok);
+            owned_objects(new, old)
+        })
+    }
+
+    /// Which registries lookups may go to.
+    pub fn lookup_scope(&self) -> &LookupScope<'a> {
+        self.lookup_scope.get_or_init(|| {
+            let denied = self.read(
+                Key::DeniedLookupNetworks,
+                |raw| raw.denied_lookup_networks,
+                Ok,
+            );
+            self.read_strings(Key::LookupRegistries, |raw| raw.lookup_registries)
+                .and_then(|registries| {
+                    LookupScope::validated(registries, denied.as_deref()).map_err(within(""))
+                })
+                .unwrap_or_else(|error| {
+                    let _ = self.problem.set(error);
+                    LookupScope::default()
+                })
+        })
+    }
+
+    /// What the nodes' runtime pulls for an image written without a registry.
+    pub fn short_names(&self) -> &ShortNames {
+        self.short_names.get_or_init(|| {
+            self.read(
+                Key::ShortNames,
+                |raw| raw.short_names,
+                |rules| ShortNames::new(rules).map_err(within("shortNames")),
+            )
+        })
+    }
+
+    /// The lookup broker, when lookups with pods' pull secrets go through one.
+    pub fn lookup_broker(&self) -> Option<&BrokerSettings> {
+        self.lookup_broker
+            .get_or_init(|| self.read(Key::LookupBroker, |raw| raw.lookup_broker, compile_broker))
+            .as_ref()
+    }
+
+    /// How requests of Kubewarden's audit scanner are answered.
+    pub fn audit(&self) -> AuditSettings {
+        *self
+            .audit
+            .get_or_init(|| self.read(Key::Audit, |raw| raw.audit, Ok))
     }
 
     /// True when the policy must not look at requests in this namespace.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         self.exempt_namespaces
-            .binary_search_by(|exempt| exempt.as_str().cmp(namespace))
-            .is_ok()
+            .get_or_init(|| {
+                self.read_strings(Key::ExemptNamespaces, |raw| raw.exempt_namespaces)
+                    .and_then(|names| compile_namespaces(names, Checks::WhatRequestsUse))
+                    .unwrap_or_else(|error| {
+                        let _ = self.problem.set(error);
+                        Vec::new()
+                    })
+            })
+            .iter()
+            .any(|exempt| exempt == namespace)
     }
 
     /// True when `registry` (with or without its port) may answer 404 to hide a repository.
     pub fn not_found_may_mean_denied(&self, registry: &str) -> bool {
         let host = registry.split(':').next().unwrap_or(registry);
         self.not_found_may_mean_denied
-            .patterns()
+            .get_or_init(|| {
+                self.read(
+                    Key::NotFoundMayMeanDenied,
+                    |raw| raw.not_found_may_mean_denied,
+                    compile_not_found,
+                )
+            })
             .iter()
             .any(|pattern| pattern.matches(registry) || pattern.matches(host))
     }
 
     /// True when a normalised reference (`registry/repo:tag[@digest]`) matches an exemption.
     pub fn is_image_exempt(&self, normalised: &str) -> bool {
-        self.exempt_images.iter().any(|p| p.matches(normalised))
+        self.exempt_images().iter().any(|p| p.matches(normalised))
+    }
+
+    fn exempt_images(&self) -> &[Glob<'a>] {
+        self.exempt_images.get_or_init(|| {
+            self.read_strings(Key::ExemptImages, |raw| raw.exempt_images)
+                .and_then(|patterns| {
+                    patterns
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, pattern)| {
+                            Glob::new(pattern)
+                                .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
+                        })
+                        .collect()
+                })
+                .unwrap_or_else(|error| {
+                    let _ = self.problem.set(error);
+                    Vec::new()
+                })
+        })
     }
 
     /// True when `reference` is exempt in its fully normalised form or as it is looked up.
     /// Builds neither string when there is no exemption, the usual case: this runs for every
     /// image of every request.
     pub fn is_reference_exempt(&self, reference: &ImageReference) -> bool {
-        !self.exempt_images.is_empty()
+        !self.exempt_images().is_empty()
             && (self.is_image_exempt(&reference.to_string())
                 || self.is_image_exempt(&reference.lookup_reference()))
     }
+}
+
+/// Every member, read: the settings as a request would see them.
+impl fmt::Debug for Settings<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let _ = self.read_all();
+        f.debug_struct("Settings")
+            .field("actions", self.actions())
+            .field("pull_secrets", &self.pull_secrets())
+            .field("time_budget", &self.time_budget())
+            .field(
+                "exempt_namespaces",
+                &self.exempt_namespaces.get().map(|names| {
+                    let mut names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    names
+                }),
+            )
+            .field("exempt_images", &self.exempt_images())
+            .field("mirrors", self.mirrors())
+            .field("required_platforms", self.required_platforms())
+            .field("pin_digests", &self.pin_digests())
+            .field("custom_kinds", &self.custom_kinds())
+            .field("owned_objects", &self.owned_objects())
+            .field("lookup_scope", self.lookup_scope())
+            .field(
+                "not_found_may_mean_denied",
+                &self.not_found_may_mean_denied.get(),
+            )
+            .field("short_names", self.short_names())
+            .field("lookup_broker", &self.lookup_broker())
+            .field("audit", &self.audit())
+            .finish()
+    }
+}
+
+/// `key`'s value read the careful way: parsed as a tree, the UI's blanks removed, then parsed
+/// into [`RawSettings`] as the only member, so that an error names its path.
+fn careful(key: Key, text: &str) -> Result<RawSettings, SettingsError> {
+    let name = KEYS[key as usize];
+    let value = serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| SettingsError::new(name, format!("not JSON: {e}")))?;
+    let document = serde_json::Value::Object([(name.to_owned(), value)].into_iter().collect());
+    Settings::parse_raw(&ui_form::normalise(&document))
+}
+
+/// One `registries` rule read the careful way: the UI's blanks removed (an empty mirror row),
+/// then parsed, an error naming the field within the rule.
+fn careful_rule(text: &str) -> Result<RegistryRule, (String, String)> {
+    let rule = serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| (String::new(), format!("not JSON: {e}")))?;
+    let document = serde_json::json!({ "registries": [rule] });
+    let raw = Settings::parse_raw(&ui_form::normalise(&document)).map_err(|e| {
+        let within = e.field.strip_prefix("registries[0]").unwrap_or(&e.field);
+        (within.to_owned(), e.problem)
+    })?;
+    raw.registries
+        .into_iter()
+        .next()
+        .ok_or_else(|| (String::new(), "an empty rule".to_owned()))
 }
 
 /// How much of the settings is checked. Validation (the host's `validate_settings`, once per
 /// policy load) checks everything, so that a bad document is refused naming its field. A
 /// request reads settings the host has validated, on a fresh instance every time on
 /// policy-server 1.36: it compiles custom kinds' JSONPaths only for an object of the kind and
-/// does not check mirror locations again (a location that does not form a reference once
-/// rewritten is left out in any case).
+/// does not check mirror locations or namespace names again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Checks {
     All,
     WhatRequestsUse,
 }
 
-/// `notFoundMayMeanDenied`'s globs. When the operator wrote none, the defaults are compiled
-/// when a 404 first asks for them: policy-server 1.36 compiles the settings for every request,
-/// and most requests see no 404.
-#[derive(Clone, Default)]
-struct NotFoundGlobs(OnceCell<Vec<Glob>>);
-
-impl NotFoundGlobs {
-    /// The globs the operator wrote, already compiled (and so checked).
-    fn compiled(patterns: Vec<Glob>) -> Self {
-        NotFoundGlobs(OnceCell::from(patterns))
+/// `timeBudgetMs`, within what the policy server allows an evaluation.
+fn time_budget(ms: u64) -> Result<Duration, SettingsError> {
+    if !(1..=MAX_TIME_BUDGET_MS).contains(&ms) {
+        return Err(SettingsError::new(
+            "timeBudgetMs",
+            format!("must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds"),
+        ));
     }
+    Ok(Duration::from_millis(ms))
+}
 
-    fn patterns(&self) -> &[Glob] {
-        self.0.get_or_init(|| {
-            DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
-                .iter()
-                .filter_map(|pattern| Glob::new((*pattern).to_owned()).ok())
-                .collect()
+/// `registries`: the mirror rules.
+fn compile_mirrors(
+    rules: Vec<RegistryRule>,
+    checks: Checks,
+) -> Result<Mirrors<'static>, SettingsError> {
+    match checks {
+        Checks::All => Mirrors::new(rules).map_err(within("registries")),
+        Checks::WhatRequestsUse => Ok(Mirrors::validated(rules)),
+    }
+}
+
+/// `requiredPlatforms`.
+fn compile_platforms(platforms: Vec<String>) -> Result<Requirement, SettingsError> {
+    Requirement::parse(&platforms).map_err(within("requiredPlatforms"))
+}
+
+/// `customResources`; their JSONPaths compiled only when every member is checked.
+fn compile_custom_kinds(
+    rules: Vec<CustomResourceRule>,
+    checks: Checks,
+) -> Result<Vec<CustomKind>, SettingsError> {
+    rules
+        .into_iter()
+        .enumerate()
+        .map(|(i, rule)| {
+            let kind = CustomKind::new(rule).and_then(|kind| {
+                if checks == Checks::All {
+                    kind.compile_paths()?;
+                }
+                Ok(kind)
+            });
+            kind.map_err(within(&format!("customResources[{i}]")))
         })
+        .collect()
+}
+
+/// `lookupRegistries` and `deniedLookupNetworks`.
+fn compile_scope(
+    registries: Vec<String>,
+    denied: Option<Vec<String>>,
+) -> Result<LookupScope<'static>, SettingsError> {
+    LookupScope::new(&registries, denied.as_deref()).map_err(within(""))
+}
+
+/// `notFoundMayMeanDenied`: the operator's globs, else the defaults.
+fn compile_not_found(patterns: Option<Vec<String>>) -> Result<Vec<Glob<'static>>, SettingsError> {
+    match patterns {
+        Some(patterns) => compile_patterns("notFoundMayMeanDenied", patterns),
+        None => Ok(DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
+            .iter()
+            .filter_map(|pattern| Glob::new(*pattern).ok())
+            .collect()),
     }
 }
 
-/// The globs as written, compiled yet or not.
-impl fmt::Debug for NotFoundGlobs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(self.patterns().iter().map(Glob::as_str))
-            .finish()
+/// `lookupBroker`, checked as a whole.
+fn compile_broker(broker: Option<BrokerSettings>) -> Result<Option<BrokerSettings>, SettingsError> {
+    if let Some((field, problem)) = broker.as_ref().and_then(BrokerSettings::problem) {
+        return Err(SettingsError::new(field, problem));
     }
+    Ok(broker)
 }
-/// `exemptNamespaces`, each a namespace name.
-fn compile_namespaces(mut namespaces: Vec<String>) -> Result<Vec<String>, SettingsError> {
-    for (i, namespace) in namespaces.iter().enumerate() {
-        if !is_dns_label(namespace) {
-            return Err(SettingsError::new(
-                format!("exemptNamespaces[{i}]"),
-                "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
-            ));
+
+/// `exemptNamespaces`, each a namespace name (checked when every member is).
+fn compile_namespaces<'a>(
+    namespaces: Vec<impl Into<Cow<'a, str>>>,
+    checks: Checks,
+) -> Result<Vec<Cow<'a, str>>, SettingsError> {
+    let namespaces: Vec<Cow<'a, str>> = namespaces.into_iter().map(Into::into).collect();
+    if checks == Checks::All {
+        for (i, namespace) in namespaces.iter().enumerate() {
+            if !is_dns_label(namespace) {
+                return Err(SettingsError::new(
+                    format!("exemptNamespaces[{i}]"),
+                    "a namespace name must be a lowercase RFC 1123 label of at most 63 characters",
+                ));
+            }
         }
     }
-    namespaces.sort_unstable();
-    namespaces.dedup();
     Ok(namespaces)
 }
 
 /// The image globs of the list `field`, an error naming the entry that does not compile.
-fn compile_patterns(field: &str, patterns: Vec<String>) -> Result<Vec<Glob>, SettingsError> {
+fn compile_patterns(
+    field: &str,
+    patterns: Vec<String>,
+) -> Result<Vec<Glob<'static>>, SettingsError> {
     patterns
         .into_iter()
         .enumerate()
@@ -457,7 +843,7 @@ fn owned_objects(new: Option<OwnedObjects>, old: Option<OwnedObjects>) -> OwnedO
 }
 
 /// Exemption globs: `*` (also across `/`), `?` and `[...]`, matched on the normalised reference.
-fn compile_pattern(pattern: String) -> Result<Glob, String> {
+fn compile_pattern(pattern: String) -> Result<Glob<'static>, String> {
     if pattern.is_empty() {
         return Err("an image pattern must not be empty".into());
     }
@@ -497,6 +883,24 @@ impl SettingsError {
             field: field.into(),
             problem: problem.into(),
         }
+    }
+
+    /// The path of the offending field (`actions.absent`, `registries[0].prefix`); empty for
+    /// the settings as a whole.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// True for a problem `validate_settings` refuses when the host loads the policy and a
+    /// request's reading does not look for again (mirror locations, namespace names, the form
+    /// of image patterns, JSONPaths): a request still refuses what it cannot
+    /// parse or compile.
+    pub fn is_checked_at_load_only(&self) -> bool {
+        let field = self.field.as_str();
+        field.starts_with("registries")
+            || field.starts_with("exemptNamespaces[")
+            || (field.starts_with("exemptImages[") && !self.problem.starts_with("invalid pattern"))
+            || self.problem.contains("invalid JSONPath")
     }
 }
 
@@ -546,12 +950,17 @@ mod tests {
             value.to_string(),
             serde_json::to_string_pretty(value).unwrap(),
         ] {
-            let read = Settings::from_json(&text).map(|s| format!("{s:?}"));
-            assert_eq!(
-                read.clone().map_err(|e| e.to_string()),
-                tree.clone().map_err(|e| e.to_string()),
-                "{text}"
-            );
+            // every member read, as a request that needs them all would
+            let read =
+                Settings::from_json(&text).and_then(|s| s.read_all().map(|()| format!("{s:?}")));
+            match (&tree, &read) {
+                (Err(refused), Ok(_)) if refused.is_checked_at_load_only() => {}
+                _ => assert_eq!(
+                    read.clone().map_err(|e| e.to_string()),
+                    tree.clone().map_err(|e| e.to_string()),
+                    "{text}"
+                ),
+            }
         }
         tree.map_err(|e| e.to_string())
     }
@@ -584,7 +993,7 @@ mod tests {
             .to_string()
             .contains("not JSON"));
         let twice = Settings::from_json(r#"{"timeBudgetMs": 5, "timeBudgetMs": 7}"#).unwrap();
-        assert_eq!(twice.time_budget, std::time::Duration::from_millis(7));
+        assert_eq!(twice.time_budget(), std::time::Duration::from_millis(7));
         for empty in ["null", " {} ", "{\n}"] {
             assert_eq!(
                 format!("{:?}", Settings::from_json(empty).unwrap()),
@@ -615,13 +1024,13 @@ mod tests {
         let metadata = ImageReference::parse("169.254.169.254/latest/meta-data:1").unwrap();
         let unwritten = Settings::from_value(&json!({"pinDigests": true})).unwrap();
         assert!(unwritten.not_found_may_mean_denied("acme.jfrog.io"));
-        assert!(unwritten.lookup_scope.refusal(&metadata).is_some());
+        assert!(unwritten.lookup_scope().refusal(&metadata).is_some());
         let cleared = Settings::from_value(&json!({
             "notFoundMayMeanDenied": [], "deniedLookupNetworks": []
         }))
         .unwrap();
         assert!(!cleared.not_found_may_mean_denied("acme.jfrog.io"));
-        assert!(cleared.lookup_scope.refusal(&metadata).is_none());
+        assert!(cleared.lookup_scope().refusal(&metadata).is_none());
     }
 
     #[test]
@@ -633,13 +1042,13 @@ mod tests {
             } else {
                 Action::Warn
             };
-            assert_eq!(settings.actions.for_kind(kind), expected, "{kind:?}");
+            assert_eq!(settings.actions().for_kind(kind), expected, "{kind:?}");
         }
         assert_eq!(
             Settings::from_value(&serde_json::Value::Null)
                 .unwrap()
-                .actions,
-            Actions::default()
+                .actions(),
+            &Actions::default()
         );
     }
 
@@ -649,7 +1058,7 @@ mod tests {
             "absent": "warn", "invalidReference": "allow", "unauthorized": "reject",
             "unreachable": "reject", "hostRefused": "allow"}}))
         .unwrap();
-        let actions = settings.actions;
+        let actions = *settings.actions();
         assert_eq!(actions.for_kind(FailureKind::Absent), Action::Warn);
         assert_eq!(
             actions.for_kind(FailureKind::InvalidReference),
@@ -686,7 +1095,7 @@ mod tests {
         // An empty row (the UI's "Add" with nothing typed) is no pattern: dropped, not refused.
         assert!(Settings::from_value(&json!({"exemptImages": [""]}))
             .unwrap()
-            .exempt_images
+            .exempt_images()
             .is_empty());
         assert!(error(json!({"exemptImages": ["a b"]})).contains("whitespace"));
     }
@@ -757,11 +1166,11 @@ mod tests {
     fn time_budget_is_bounded_and_named() {
         let default = Settings::from_value(&json!({})).unwrap();
         assert_eq!(
-            default.time_budget.as_millis(),
+            default.time_budget().as_millis(),
             u128::from(DEFAULT_TIME_BUDGET_MS)
         );
         let set = Settings::from_value(&json!({"timeBudgetMs": 5000})).unwrap();
-        assert_eq!(set.time_budget.as_millis(), 5000);
+        assert_eq!(set.time_budget().as_millis(), 5000);
         for bad in [json!(0), json!(30_001), json!(-1), json!("1s")] {
             let message = error(json!({"timeBudgetMs": bad}));
             assert!(message.contains("timeBudgetMs"), "{message}");
@@ -770,7 +1179,7 @@ mod tests {
 
     #[test]
     fn owned_pods_is_still_read_as_owned_objects() {
-        let read = |value| Settings::from_value(&value).unwrap().owned_objects;
+        let read = |value| Settings::from_value(&value).unwrap().owned_objects();
         assert_eq!(read(json!({})), OwnedObjects::Skip);
         assert_eq!(read(json!({"ownedObjects": "check"})), OwnedObjects::Check);
         assert_eq!(read(json!({"ownedPods": "check"})), OwnedObjects::Check);

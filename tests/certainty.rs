@@ -496,12 +496,13 @@ fn only_listed_registries_are_asked() {
             .contains("not looked up: registry blackhole.example.net is not in lookupRegistries"),
         "{warnings:?}"
     );
-    let refused = run(
-        &json!({"settings": {}}),
-        json!({"lookupRegistries": ["a/b"]}),
-        &host,
-    );
+    // a request reads the settings it needs: this one asks, and is refused with the problem
+    let refused = run(&request, json!({"lookupRegistries": ["a/b"]}), &host);
     assert_eq!(refused["accepted"], false);
+    assert!(
+        message(&refused).contains("lookupRegistries[0]"),
+        "{refused}"
+    );
 }
 
 /// The Deployment fixture's UPDATE that only scales, with `change` applied to the new template.

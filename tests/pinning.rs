@@ -94,8 +94,14 @@ fn pinning_leaves_digests_and_unchecked_images_alone_and_never_mutates_a_rejecti
 
 #[test]
 fn invalid_pinning_settings_name_their_field() {
-    let cases = [(json!({"pinDigests": "yes"}), "pinDigests")];
-    for (settings, field) in cases {
-        assert_settings_refused_naming(settings, field);
-    }
+    let settings = json!({"pinDigests": "yes"});
+    assert_invalid_settings_named(&settings, "pinDigests");
+    // a request reads pinDigests when an image it checked has a digest to pin
+    let host = cluster()
+        .with_digest(APP, INDEX)
+        .with_digest(MIGRATE, SINGLE)
+        .with_digest(BUSYBOX, SINGLE);
+    let response = run(&fixture("pod-create.json"), settings.clone(), &host);
+    assert_eq!(response["code"], 400, "{response}");
+    assert!(message(&response).contains("pinDigests"), "{response}");
 }

@@ -325,10 +325,20 @@ fn malformed_requests_get_a_specific_400_never_a_panic() {
             serde_json::to_vec(&json!({"request": {"kind": {"group": "apps", "kind": "Deployment"}, "operation": "CREATE", "namespace": "a", "name": "d", "object": {"spec": {}}}})).unwrap(),
             "Deployment a/d: the object has no pod spec at /spec/template/spec",
         ),
+        // a request reads the settings it needs: a bad member it reads answers it, named
         (
-            serde_json::to_vec(&json!({"settings": {"actions": {"absent": "maybe"}}, "request": {}})).unwrap(),
+            serde_json::to_vec(&json!({"settings": {"actions": {"absent": "maybe"}}, "request": fixture("pod-create.json")})).unwrap(),
             "actions.absent",
         ),
+        (
+            serde_json::to_vec(&json!({"settings": {"timeBudgetMs": 0}, "request": {}})).unwrap(),
+            "timeBudgetMs: must be between 1 and 30000",
+        ),
+        (
+            serde_json::to_vec(&json!({"settings": {"actions": {}, "unknown": 1}, "request": {}})).unwrap(),
+            "unknown field `unknown`",
+        ),
+        (br#"{"request":{},"settings":{"actions":{]}"#.to_vec(), "cannot read the admission request"),
     ];
     for (payload, expected) in cases {
         let response: Value =

@@ -7,9 +7,8 @@ use crate::reference::ImageReference;
 use crate::workload::{ContainerImage, ContainerList};
 
 fn request(value: Value) -> AdmissionRequest {
-    serde_json::from_value::<ValidationPayload>(json!({ "request": value }))
-        .unwrap()
-        .request
+    let text = json!({ "request": value }).to_string();
+    ValidationPayload::parse(text.as_bytes()).unwrap().request
 }
 
 fn origin(value: Value) -> Origin {
@@ -253,9 +252,9 @@ fn every_verdict_is_reported_as_docs_audit_md_says() {
         );
     }
     // the defaults as users get them: settings that name no action
-    let actions = crate::settings::Settings::from_value(&json!({}))
+    let actions = *crate::settings::Settings::from_value(&json!({}))
         .unwrap()
-        .actions;
+        .actions();
     for kind in FailureKind::ALL {
         let key = kind.setting_key();
         let rows: Vec<&String> = table

@@ -62,7 +62,8 @@ pub fn assert_invalid_settings_named(settings: &Value, field: &str) {
 }
 
 /// Asserts that `validate_settings` refuses `settings`, and that a Pod's request with them is
-/// answered a 400 whose message names `field` too (the checks a request also runs).
+/// answered a 400 whose message names `field` too: a request reads every member the fixture
+/// Pod's checks need (the checks a request also runs).
 pub fn assert_settings_refused_naming(settings: Value, field: &str) {
     assert_invalid_settings_named(&settings, field);
     let response = run(&fixture("pod-create.json"), settings.clone(), &cluster());

@@ -1,0 +1,438 @@
+//! Where a JSON value ends, found without parsing it. Policy-server 1.36 hands the policy its
+//! settings inside every request's payload, on a fresh instance, so a request that reads the
+//! settings with serde pays for every byte of them (about 13 wasm instructions a byte, whatever
+//! it keeps). A request needs few of them: this finds the members' extents at a few
+//! instructions a byte (strings are skipped eight bytes at a time), and serde then parses only
+//! the members a request reads.
+//!
+//! The scanner trusts what the host validated: it checks the structure (brackets, quotes,
+//! commas and colons where they belong), not the literals or numbers, which serde reads when a
+//! member is used. It notes what the Kubewarden UI writes for "nothing" (`null`, `""`), which
+//! the settings read the careful way.
+
+use std::borrow::Cow;
+
+/// Text that is not the JSON the scanner expected, at a byte offset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not JSON at byte {offset}: {expected}")]
+pub struct ExtentError {
+    /// Where the text stopped making sense.
+    pub offset: usize,
+    /// What was expected there.
+    pub expected: &'static str,
+}
+
+/// A cursor over JSON text.
+#[derive(Clone)]
+pub struct Scanner<'a> {
+    text: &'a str,
+    at: usize,
+    /// A `null` or an empty string was skipped since the last [`Scanner::take_blanks`].
+    blanks: bool,
+}
+
+/// Nesting deeper than this is refused: serde, which reads the members afterwards, stops at
+/// 128 too; and the open containers fit the bits of a `u128`.
+const MAX_DEPTH: usize = 128;
+
+impl<'a> Scanner<'a> {
+    /// A scanner at the start of `text`.
+    pub fn new(text: &'a str) -> Self {
+        Scanner {
+            text,
+            at: 0,
+            blanks: false,
+        }
+    }
+
+    /// The byte offset the scanner is at.
+    pub fn offset(&self) -> usize {
+        self.at
+    }
+
+    /// True when only whitespace is left.
+    pub fn at_end(&mut self) -> bool {
+        self.skip_whitespace();
+        self.at == self.text.len()
+    }
+
+    /// Whether a `null` or `""` was skipped since the last call.
+    pub fn take_blanks(&mut self) -> bool {
+        std::mem::take(&mut self.blanks)
+    }
+
+    fn error(&self, expected: &'static str) -> ExtentError {
+        ExtentError {
+            offset: self.at,
+            expected,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        let bytes = self.text.as_bytes();
+        while matches!(bytes.get(self.at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.at += 1;
+        }
+    }
+
+    /// Consumes `byte` after whitespace.
+    fn expect(&mut self, byte: u8, expected: &'static str) -> Result<(), ExtentError> {
+        self.skip_whitespace();
+        if self.peek() != Some(byte) {
+            return Err(self.error(expected));
+        }
+        self.at += 1;
+        Ok(())
+    }
+
+    /// Consumes `byte` after whitespace when it is next.
+    fn eat(&mut self, byte: u8) -> bool {
+        self.skip_whitespace();
+        let next = self.peek() == Some(byte);
+        if next {
+            self.at += 1;
+        }
+        next
+    }
+
+    /// A string's raw contents (escapes left as written), the scanner past its closing quote.
+    fn raw_string(&mut self) -> Result<&'a str, ExtentError> {
+        self.escaped_string().map(|(raw, _)| raw)
+    }
+
+    /// [`Scanner::raw_string`], and whether the string holds an escape.
+    fn escaped_string(&mut self) -> Result<(&'a str, bool), ExtentError> {
+        self.expect(b'"', "a string")?;
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let mut escaped = false;
+        let mut from = start;
+        let end = loop {
+            let Some(found) = quote_or_backslash(bytes, from) else {
+                self.at = bytes.len();
+                return Err(self.error("the end of a string"));
+            };
+            if bytes[found] == b'"' {
+                break found;
+            }
+            escaped = true;
+            from = found + 2;
+        };
+        self.at = end + 1;
+        self.blanks |= end == start;
+        // both ends are ASCII quotes, so the slice is on character boundaries
+        Ok((&self.text[start..end], escaped))
+    }
+
+    /// A string, decoded when it holds escapes.
+    pub fn string(&mut self) -> Result<Cow<'a, str>, ExtentError> {
+        let (raw, escaped) = self.escaped_string()?;
+        if !escaped {
+            return Ok(Cow::Borrowed(raw));
+        }
+        // the raw contents and their quotes, which end where the scanner is
+        let quoted_start = self.at - raw.len() - 2;
+        serde_json::from_str::<String>(&self.text[quoted_start..self.at])
+            .map(Cow::Owned)
+            .map_err(|_| ExtentError {
+                offset: quoted_start,
+                expected: "a valid string escape",
+            })
+    }
+
+    /// Skips one value, returning its text. The text is trusted to be JSON (the host
+    /// serialised it, and serde parses every member a request reads), so only what finding
+    /// the value's end depends on is checked: strings end, brackets balance, nesting stays
+    /// within [`MAX_DEPTH`]. One tight loop: about a third of the instructions of walking the
+    /// grammar token by token.
+    pub fn value(&mut self) -> Result<&'a str, ExtentError> {
+        self.skip_whitespace();
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        if !matches!(bytes.get(start), Some(b'"' | b'{' | b'[')) {
+            self.literal()?;
+            return Ok(&self.text[start..self.at]);
+        }
+        let mut depth = 0usize;
+        let mut at = start;
+        loop {
+            let Some(&byte) = bytes.get(at) else {
+                self.at = at;
+                return Err(self.error("the end of a list or object"));
+            };
+            match byte {
+                b'"' => {
+                    let Some(end) = string_end(bytes, at + 1) else {
+                        self.at = bytes.len();
+                        return Err(self.error("the end of a string"));
+                    };
+                    self.blanks |= end == at + 1;
+                    at = end;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        self.at = at;
+                        return Err(self.error("less nesting"));
+                    }
+                }
+                b'}' | b']' => depth -= 1,
+                // outside strings, only `null` has an `n`
+                b'n' => self.blanks = true,
+                _ => {}
+            }
+            at += 1;
+            if depth == 0 {
+                self.at = at;
+                return Ok(&self.text[start..at]);
+            }
+        }
+    }
+
+    /// Skips `true`, `false`, `null` or a number, noting a `null`.
+    fn literal(&mut self) -> Result<(), ExtentError> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        while matches!(bytes.get(self.at), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))
+        {
+            self.at += 1;
+        }
+        if self.at == start {
+            return Err(self.error("a value"));
+        }
+        self.blanks |= &bytes[start..self.at] == b"null";
+        Ok(())
+    }
+
+    /// The text from the scanner on.
+    pub fn rest(&self) -> &'a str {
+        &self.text[self.at..]
+    }
+
+    /// Moves the scanner `bytes` on, past a value another parser read from [`Scanner::rest`].
+    pub fn advance(&mut self, bytes: usize) {
+        self.at = (self.at + bytes).min(self.text.len());
+    }
+
+    /// Enters the object at the scanner; [`Scanner::next_key`] then walks its members.
+    pub fn enter_object(&mut self) -> Result<(), ExtentError> {
+        self.expect(b'{', "an object")
+    }
+
+    /// The raw key of the next member of the object entered, the scanner at its value (which
+    /// the caller must consume), or `None` past the object's end.
+    pub fn next_key(&mut self, first: bool) -> Result<Option<&'a str>, ExtentError> {
+        if self.eat(b'}') {
+            return Ok(None);
+        }
+        if !first {
+            self.expect(b',', "a comma or the end of the object")?;
+        }
+        let key = self.raw_string()?;
+        self.expect(b':', "a colon")?;
+        Ok(Some(key))
+    }
+
+    /// Calls `each` with every member of the object at the scanner: its raw key and its value's
+    /// text.
+    pub fn members(
+        &mut self,
+        mut each: impl FnMut(&'a str, &'a str, &mut Self) -> Result<(), ExtentError>,
+    ) -> Result<(), ExtentError> {
+        self.expect(b'{', "an object")?;
+        if self.eat(b'}') {
+            return Ok(());
+        }
+        loop {
+            let key = self.raw_string()?;
+            self.expect(b':', "a colon")?;
+            let value = self.value()?;
+            each(key, value, self)?;
+            if self.eat(b'}') {
+                return Ok(());
+            }
+            self.expect(b',', "a comma or the end of the object")?;
+        }
+    }
+
+    /// Calls `each` with the scanner at every element of the list at the scanner; `each` must
+    /// consume the element.
+    pub fn elements(
+        &mut self,
+        mut each: impl FnMut(&mut Self) -> Result<(), ExtentError>,
+    ) -> Result<(), ExtentError> {
+        self.expect(b'[', "a list")?;
+        if self.eat(b']') {
+            return Ok(());
+        }
+        loop {
+            each(self)?;
+            if self.eat(b']') {
+                return Ok(());
+            }
+            self.expect(b',', "a comma or the end of the list")?;
+        }
+    }
+}
+
+/// The offset of the quote that closes the string whose contents start at `from`.
+fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let found = quote_or_backslash(bytes, from)?;
+        if bytes[found] == b'"' {
+            return Some(found);
+        }
+        // a backslash escapes the byte after it
+        from = found + 2;
+    }
+}
+
+/// The offset of the first `"` or `\` in `bytes` from `from`, eight bytes at a time.
+fn quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    let rest = bytes.get(from..)?;
+    let mut chunks = rest.chunks_exact(8);
+    let mut offset = from;
+    for chunk in chunks.by_ref() {
+        let Some(word) = chunk.first_chunk::<8>() else {
+            break;
+        };
+        let word = u64::from_le_bytes(*word);
+        let quote = word ^ QUOTES;
+        let backslash = word ^ BACKSLASHES;
+        // a byte of the word is zero where it held the character sought: the lowest flagged
+        // byte is exact (a false flag can only follow a true one)
+        let found = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash))
+            & HIGH;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|b| matches!(b, b'"' | b'\\'))
+        .map(|i| offset + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skip(text: &str) -> Result<&str, ExtentError> {
+        Scanner::new(text).value()
+    }
+
+    #[test]
+    fn values_end_where_serde_says() {
+        for text in [
+            r#"{"a": [1, 2, {"b": "}]\"{["}], "c": {}, "d": [], "e": null}"#,
+            r#"["x", "y\\", "\"", "", 1.5e3, -2, true, false]"#,
+            r#"{"k": {"l": {"m": [[], [{}]]}}}"#,
+            r#""a string with \u00e9 and \\ and \" inside""#,
+            "  17  ",
+            r#"{"a":1,"b":[{"c":2},{"d":[3,{"e":4}]}]}"#,
+        ] {
+            let end = skip(text).unwrap();
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            let again: serde_json::Value = serde_json::from_str(end).unwrap();
+            assert_eq!(value, again, "{text}");
+        }
+        let mut scanner = Scanner::new(r#"{"a": [1]} , {"b": 2}"#);
+        assert_eq!(scanner.value().unwrap(), r#"{"a": [1]}"#);
+        assert_eq!(scanner.offset(), 10);
+    }
+
+    #[test]
+    fn what_keeps_a_value_from_ending_is_refused() {
+        for (text, expected) in [
+            (r#"["unterminated]"#, "the end of a string"),
+            (r#"["escaped quote\"]"#, "the end of a string"),
+            ("[1, 2", "the end of a list or object"),
+            ("{\"a\": {}", "the end of a list or object"),
+            ("", "a value"),
+            ("]", "a value"),
+        ] {
+            assert_eq!(skip(text).unwrap_err().expected, expected, "{text}");
+        }
+        let deep = "[".repeat(MAX_DEPTH + 1);
+        assert_eq!(skip(&deep).unwrap_err().expected, "less nesting");
+        assert!(skip(&"[".repeat(MAX_DEPTH)).is_err());
+    }
+
+    #[test]
+    fn members_and_elements_check_their_own_punctuation() {
+        for (text, expected) in [
+            (r#"{"a" 1}"#, "a colon"),
+            (r#"{"a": 1 "b": 2}"#, "a comma or the end of the object"),
+            ("{1: 2}", "a string"),
+        ] {
+            let error = Scanner::new(text).members(|_, _, _| Ok(())).unwrap_err();
+            assert_eq!(error.expected, expected, "{text}");
+        }
+        let error = Scanner::new("[1 2]")
+            .elements(|s| s.value().map(drop))
+            .unwrap_err();
+        assert_eq!(error.expected, "a comma or the end of the list");
+    }
+
+    #[test]
+    fn members_and_elements_are_walked_in_order() {
+        let text = r#"{"a": ["x", "y\"z"], "b": {"c": null}, "d": ""}"#;
+        let mut seen = Vec::new();
+        let mut blanks = Vec::new();
+        Scanner::new(text)
+            .members(|key, value, scanner| {
+                seen.push((key, value));
+                blanks.push(scanner.take_blanks());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            seen,
+            [
+                ("a", r#"["x", "y\"z"]"#),
+                ("b", r#"{"c": null}"#),
+                ("d", r#""""#)
+            ]
+        );
+        assert_eq!(blanks, [false, true, true]);
+        let mut strings = Vec::new();
+        Scanner::new(r#"["x", "y\"z", "\u00e9"]"#)
+            .elements(|scanner| {
+                strings.push(scanner.string()?);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(strings, ["x", "y\"z", "é"]);
+        assert!(matches!(strings[0], Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_found_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                for sought in [b'"', b'\\'] {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = sought;
+                    for from in 0..=at {
+                        assert_eq!(quote_or_backslash(&bytes, from), Some(at));
+                    }
+                    assert_eq!(quote_or_backslash(&bytes, at + 1), None);
+                }
+            }
+        }
+        // bytes one above and below the sought ones, and high bytes, are not matches
+        let near = [b'!', b'#', b'[', b']', 0x80, 0xa2, 0xdc, 0xff, 0x00];
+        assert_eq!(quote_or_backslash(&near, 0), None);
+    }
+}
