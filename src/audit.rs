@@ -12,7 +12,7 @@ use crate::failure::FailureKind;
 use crate::finding::{Finding, Subject};
 use crate::object::{Metadata, Object, Resource};
 use crate::report::Decision;
-use crate::settings::Actions;
+use crate::settings::ActionFor;
 use crate::text::truncate;
 
 /// The longest message an audit answer carries: Policy Reporter and the Kubewarden UI show
@@ -60,11 +60,11 @@ pub fn not_audited() -> Decision {
 /// True when an audit reports `finding` as a failure: what admission would reject, and an
 /// image gone from its registry that only some nodes' caches still hold, since the next Pod
 /// may land on any node.
-fn fails(finding: &Finding, actions: &Actions) -> bool {
+fn fails(finding: &Finding, actions: &impl ActionFor) -> bool {
     let kind = finding.failure.kind;
-    actions.for_kind(kind) == Action::Reject
+    actions.action_for(kind) == Action::Reject
         || (kind == FailureKind::CachedOnNodes
-            && actions.for_kind(FailureKind::Absent) == Action::Reject)
+            && actions.action_for(FailureKind::Absent) == Action::Reject)
 }
 
 /// The audit answer for the findings about `object`: a fail that names each image that will
@@ -75,7 +75,7 @@ pub fn report(
     object: Object<'_>,
     findings: &[Finding],
     notes: &[String],
-    actions: &Actions,
+    actions: &impl ActionFor,
 ) -> Decision {
     let (failed, unverified): (Vec<&Finding>, Vec<&Finding>) =
         findings.iter().partition(|f| fails(f, actions));

@@ -16,7 +16,7 @@ use crate::judge::{judge, Judgement};
 use crate::lookup::Lookups;
 use crate::plan::{plan, Plan, Planned};
 use crate::report::{decide, Decision};
-use crate::settings::{Actions, Settings};
+use crate::settings::Settings;
 
 /// The audit annotation that names images found on a mirror rather than their registry.
 pub const MIRROR_ANNOTATION: &str = "resolvable-images/resolved-from-mirror";
@@ -97,13 +97,6 @@ fn answer(
     judgement: Judgement,
     settings: &Settings,
 ) -> Decision {
-    // with no finding no action is consulted, and the member is not read
-    let unread = Actions::default();
-    let actions = if judgement.findings.is_empty() {
-        &unread
-    } else {
-        settings.actions()
-    };
     let mut notes = plan.notes;
     notes.extend(judgement.notes);
     if let Some(reason) = &lookups.fallback {
@@ -117,10 +110,10 @@ fn answer(
             request.object(),
             &judgement.findings,
             &notes,
-            actions,
+            settings,
         );
     }
-    let mut decision = decide(&plan.resource, &judgement.findings, &notes, actions);
+    let mut decision = decide(&plan.resource, &judgement.findings, &notes, settings);
     if !judgement.from_mirrors.is_empty() {
         decision.audit_annotations.insert(
             MIRROR_ANNOTATION.to_owned(),

@@ -57,23 +57,11 @@ impl Default for LookupScope<'_> {
 }
 
 impl<'a> LookupScope<'a> {
-    /// Compiles `lookupRegistries` (globs; empty means every registry) and
-    /// `deniedLookupNetworks` (CIDRs; `None`, not written, means the defaults).
-    pub fn new(registries: &[String], denied: Option<&[String]>) -> Result<Self, ScopeError> {
-        let registries = registries
-            .iter()
-            .enumerate()
-            .map(|(index, pattern)| {
-                compile_registry_pattern(pattern.to_owned())
-                    .map_err(|problem| ScopeError::Registry { index, problem })
-            })
-            .collect::<Result<_, _>>()?;
-        Self::with_networks(registries, denied)
-    }
-
-    /// The scope of a request's settings, its patterns borrowed from their text.
-    pub fn validated(
-        registries: Vec<Cow<'a, str>>,
+    /// Compiles `lookupRegistries` (globs; empty means every registry; a request's borrowed
+    /// from the settings' text) and `deniedLookupNetworks` (CIDRs; `None`, not written, means
+    /// the defaults).
+    pub fn new(
+        registries: Vec<impl Into<Cow<'a, str>>>,
         denied: Option<&[String]>,
     ) -> Result<Self, ScopeError> {
         let registries = registries
@@ -84,13 +72,6 @@ impl<'a> LookupScope<'a> {
                     .map_err(|problem| ScopeError::Registry { index, problem })
             })
             .collect::<Result<_, _>>()?;
-        Self::with_networks(registries, denied)
-    }
-
-    fn with_networks(
-        registries: Vec<Glob<'a>>,
-        denied: Option<&[String]>,
-    ) -> Result<Self, ScopeError> {
         let denied = match denied {
             None => DEFAULT_DENIED.to_vec(),
             Some(denied) => denied
@@ -272,8 +253,7 @@ mod tests {
 
     #[test]
     fn lookup_registries_limit_what_is_asked() {
-        let scope =
-            LookupScope::new(&["*.corp.example".into(), "docker.io".into()], Some(&[])).unwrap();
+        let scope = LookupScope::new(vec!["*.corp.example", "docker.io"], Some(&[])).unwrap();
         assert_eq!(refusal(&scope, "nginx:1"), None);
         assert_eq!(refusal(&scope, "registry.corp.example:5000/a:1"), None);
         assert_eq!(refusal(&scope, "registry.corp.example/a:1"), None);
@@ -282,7 +262,7 @@ mod tests {
             Some("not looked up: registry ghcr.io is not in lookupRegistries")
         );
         assert!(refusal(&scope, "corp.example/a:1").is_some());
-        let open = LookupScope::new(&[], Some(&[])).unwrap();
+        let open = LookupScope::new(Vec::<String>::new(), Some(&[])).unwrap();
         assert_eq!(
             refusal(&open, "169.254.169.254/a:1"),
             None,
@@ -292,13 +272,13 @@ mod tests {
 
     #[test]
     fn bad_entries_name_their_field() {
-        let error = LookupScope::new(&["ok.io".into(), "a/b".into()], Some(&[])).unwrap_err();
+        let error = LookupScope::new(vec!["ok.io", "a/b"], Some(&[])).unwrap_err();
         assert_eq!(error.field(), "lookupRegistries[1]");
         for bad in ["10.0.0.0", "10.0.0.0/33", "fe80::/129", "x/8", ""] {
-            let error = LookupScope::new(&[], Some(&[bad.into()])).unwrap_err();
+            let error = LookupScope::new(Vec::<String>::new(), Some(&[bad.into()])).unwrap_err();
             assert_eq!(error.field(), "deniedLookupNetworks[0]", "{bad}");
         }
-        assert!(LookupScope::new(&[], Some(&["0.0.0.0/0".into()])).is_ok());
+        assert!(LookupScope::new(Vec::<String>::new(), Some(&["0.0.0.0/0".into()])).is_ok());
     }
 
     #[test]

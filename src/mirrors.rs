@@ -87,14 +87,27 @@ pub type RuleProblem = (usize, String, String);
 /// A rule's text read the careful way: the rule, or the field within it and the problem.
 pub type CarefulReading = fn(&str) -> Result<RegistryRule, (String, String)>;
 
-/// One rule: its prefix at hand, the rest parsed when first needed.
+/// One rule.
 #[derive(Clone)]
-struct Rule<'a> {
-    prefix: Cow<'a, str>,
-    /// The rule's JSON text; empty for a rule parsed already.
-    text: &'a str,
-    /// `None` for a text that is not a rule.
-    parsed: OnceCell<Option<RegistryRule>>,
+enum Rule<'a> {
+    /// Parsed with the settings (validation, or a request's careful reading).
+    Parsed(RegistryRule),
+    /// A request's: its prefix read, the rest of its JSON text parsed when an image first
+    /// matches it (`None`: the text is not a rule).
+    Text {
+        prefix: Cow<'a, str>,
+        text: &'a str,
+        parsed: OnceCell<Option<RegistryRule>>,
+    },
+}
+
+impl Rule<'_> {
+    fn prefix(&self) -> &str {
+        match self {
+            Rule::Parsed(rule) => &rule.prefix,
+            Rule::Text { prefix, .. } => prefix,
+        }
+    }
 }
 
 impl Mirrors<'static> {
@@ -122,14 +135,7 @@ impl Mirrors<'static> {
     /// validated when it loaded the policy.
     pub fn validated(rules: Vec<RegistryRule>) -> Self {
         Mirrors {
-            rules: rules
-                .into_iter()
-                .map(|rule| Rule {
-                    prefix: Cow::Owned(rule.prefix.clone()),
-                    text: "",
-                    parsed: OnceCell::from(Some(rule)),
-                })
-                .collect(),
+            rules: rules.into_iter().map(Rule::Parsed).collect(),
             problem: OnceCell::new(),
             careful: None,
         }
@@ -158,7 +164,7 @@ impl<'a> Mirrors<'a> {
                     offset: start,
                     expected: "a rule with a prefix",
                 };
-                rules.push(Rule {
+                rules.push(Rule::Text {
                     prefix: prefix.ok_or(missing)?,
                     text: text[start..scanner.offset()].trim_start(),
                     parsed: OnceCell::new(),
@@ -245,12 +251,15 @@ impl<'a> Mirrors<'a> {
     /// Rule `index`, parsed on first use; `None` (and the problem noted) when its text is not
     /// a rule.
     fn rule(&self, index: usize) -> Option<&RegistryRule> {
-        let rule = self.rules.get(index)?;
-        rule.parsed
+        let (text, parsed) = match self.rules.get(index)? {
+            Rule::Parsed(rule) => return Some(rule),
+            Rule::Text { text, parsed, .. } => (*text, parsed),
+        };
+        parsed
             .get_or_init(|| {
-                serde_json::from_str(rule.text)
+                serde_json::from_str(text)
                     .map_err(|e| (String::new(), e.to_string()))
-                    .or_else(|e| self.careful.map_or(Err(e), |careful| careful(rule.text)))
+                    .or_else(|e| self.careful.map_or(Err(e), |careful| careful(text)))
                     .map_err(|(field, problem)| {
                         let _ = self.problem.set((index, field, problem));
                     })
@@ -268,9 +277,9 @@ impl<'a> Mirrors<'a> {
         self.rules
             .iter()
             .enumerate()
-            .filter_map(|(index, rule)| prefix_match(name, &rule.prefix).map(|end| (index, end)))
+            .filter_map(|(index, rule)| prefix_match(name, rule.prefix()).map(|end| (index, end)))
             .min_by(|&(a, _), &(b, _)| {
-                let (a, b) = (&self.rules[a].prefix, &self.rules[b].prefix);
+                let (a, b) = (self.rules[a].prefix(), self.rules[b].prefix());
                 b.len().cmp(&a.len()).then_with(|| a.cmp(b))
             })
     }

@@ -10,7 +10,7 @@ use crate::failure::Failure;
 use crate::finding::Finding;
 pub use crate::finding::WARNING_MAX;
 use crate::object::Resource;
-use crate::settings::Actions;
+use crate::settings::ActionFor;
 use crate::text::truncate;
 
 /// The API server keeps at most this many bytes of warnings per response and drops the rest.
@@ -79,14 +79,14 @@ pub fn decide(
     resource: &Resource,
     findings: &[Finding],
     notes: &[String],
-    actions: &Actions,
+    actions: &impl ActionFor,
 ) -> Decision {
     let mut rejected = Vec::new();
     let mut decision = Decision::accept();
     let mut warned = Vec::new();
     let mut allowed = Vec::new();
     for finding in findings {
-        match actions.for_kind(finding.failure.kind) {
+        match actions.action_for(finding.failure.kind) {
             Action::Reject => rejected.push(finding.rejection_line()),
             Action::Warn => warned.push(finding),
             Action::Allow => allowed.push(finding.audit_record()),
@@ -193,6 +193,7 @@ mod tests {
     use super::*;
     use crate::failure::FailureKind;
     use crate::reference::ImageReference;
+    use crate::settings::Actions;
     use crate::workload::{ContainerImage, ContainerList};
 
     fn finding(image: &str, kind: FailureKind, detail: &str) -> Finding {

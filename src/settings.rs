@@ -48,6 +48,25 @@ impl Actions {
     }
 }
 
+/// The action configured for a kind of failure, asked only of a finding: settings read as a
+/// request needs them ([`Settings`]) read `actions` only when an answer has a finding.
+pub trait ActionFor {
+    /// The action for `kind`.
+    fn action_for(&self, kind: FailureKind) -> Action;
+}
+
+impl ActionFor for Actions {
+    fn action_for(&self, kind: FailureKind) -> Action {
+        self.for_kind(kind)
+    }
+}
+
+impl ActionFor for Settings<'_> {
+    fn action_for(&self, kind: FailureKind) -> Action {
+        self.actions().for_kind(kind)
+    }
+}
+
 impl<'de> Deserialize<'de> for Actions {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct ActionsVisitor;
@@ -276,18 +295,12 @@ impl<'a> Settings<'a> {
     /// member that cannot be read is reported by [`Settings::problem`].
     pub fn from_json(text: &'a str) -> Result<Settings<'a>, SettingsError> {
         let mut scanner = Scanner::new(text);
-        match Self::index(&mut scanner) {
-            Some(members) if scanner.at_end() => Ok(Settings {
-                members,
-                ..Settings::default()
-            }),
-            _ if text.trim() == "null" => Ok(Settings::default()),
-            _ => {
-                let value = serde_json::from_str::<serde_json::Value>(text)
-                    .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
-                Self::from_value(&value)
-            }
+        let settings = Self::read_from(&mut scanner)?;
+        if scanner.at_end() {
+            return Ok(settings);
         }
+        // text after the settings: serde names it
+        Self::read_document(text)
     }
 
     /// [`Settings::from_json`] of the value at `scanner`, which it moves past the value: the
@@ -304,7 +317,15 @@ impl<'a> Settings<'a> {
         let text = scanner
             .value()
             .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
-        Self::from_json(text)
+        Self::read_document(text)
+    }
+
+    /// A document whose members cannot be found (`null`, not an object, an unknown member, not
+    /// JSON), read the careful way at once: the defaults, or the error naming its field.
+    fn read_document(text: &str) -> Result<Settings<'a>, SettingsError> {
+        let value = serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| SettingsError::new("", format!("not JSON: {e}")))?;
+        Self::from_value(&value)
     }
 
     /// Where each member's value is in the object at `scanner`; `None` when it is not an
@@ -351,7 +372,7 @@ impl<'a> Settings<'a> {
     fn compile(raw: RawSettings, checks: Checks) -> Result<Self, SettingsError> {
         let time_budget = time_budget(raw.time_budget_ms)?;
         let exempt_namespaces = compile_namespaces(raw.exempt_namespaces, checks)?;
-        let exempt_images = compile_patterns("exemptImages", raw.exempt_images)?;
+        let exempt_images = compile_patterns("exemptImages", raw.exempt_images, checks)?;
         let mirrors = compile_mirrors(raw.registries, checks)?;
         let required_platforms = compile_platforms(raw.required_platforms)?;
         let custom_kinds = compile_custom_kinds(raw.custom_resources, checks)?;
@@ -395,12 +416,46 @@ impl<'a> Settings<'a> {
         R: DeserializeOwned,
         T: Default,
     {
+        self.read_with(key, |text| serde_json::from_str(text).ok(), take, compile)
+    }
+
+    /// A list of strings, read like [`Settings::read`] but borrowed from the payload (only a
+    /// string with escapes is decoded).
+    fn read_strings<T: Default>(
+        &self,
+        key: Key,
+        take: impl FnOnce(RawSettings) -> Vec<String>,
+        compile: impl FnOnce(Vec<Cow<'a, str>>) -> Result<T, SettingsError>,
+    ) -> T {
+        self.read_with(
+            key,
+            |text| {
+                let mut strings = Vec::new();
+                Scanner::new(text)
+                    .elements(|scanner| {
+                        strings.push(scanner.string()?);
+                        Ok(())
+                    })
+                    .ok()
+                    .map(|()| strings)
+            },
+            |raw| take(raw).into_iter().map(Cow::Owned).collect(),
+            compile,
+        )
+    }
+
+    /// [`Settings::read`] with `fast`, the parser of a member free of the UI's blanks (`None`
+    /// when it does not parse: the careful way then explains it).
+    fn read_with<R, T: Default>(
+        &self,
+        key: Key,
+        fast: impl FnOnce(&'a str) -> Option<R>,
+        take: impl FnOnce(RawSettings) -> R,
+        compile: impl FnOnce(R) -> Result<T, SettingsError>,
+    ) -> T {
         let raw = match self.members[key as usize] {
             None => Ok(take(RawSettings::default())),
-            Some(member) => match (!member.blanks)
-                .then(|| serde_json::from_str::<R>(member.text).ok())
-                .flatten()
-            {
+            Some(member) => match (!member.blanks).then(|| fast(member.text)).flatten() {
                 Some(raw) => Ok(raw),
                 None => careful(key, member.text).map(take),
             },
@@ -409,34 +464,6 @@ impl<'a> Settings<'a> {
             let _ = self.problem.set(error);
             T::default()
         })
-    }
-
-    /// A list of strings read on the request path without copying them (only a string with
-    /// escapes is decoded); the careful way when the UI's blanks may be in it.
-    fn read_strings(
-        &self,
-        key: Key,
-        take: impl FnOnce(RawSettings) -> Vec<String>,
-    ) -> Result<Vec<Cow<'a, str>>, SettingsError> {
-        let Some(member) = self.members[key as usize] else {
-            return Ok(take(RawSettings::default())
-                .into_iter()
-                .map(Cow::Owned)
-                .collect());
-        };
-        let mut strings = Vec::new();
-        let read = (!member.blanks)
-            .then(|| {
-                Scanner::new(member.text).elements(|scanner| {
-                    strings.push(scanner.string()?);
-                    Ok(())
-                })
-            })
-            .and_then(Result::ok);
-        if read.is_some() {
-            return Ok(strings);
-        }
-        careful(key, member.text).map(|raw| take(raw).into_iter().map(Cow::Owned).collect())
     }
 
     /// Reads every member, as [`Debug`](fmt::Debug) and tests do: the first problem, if any.
@@ -552,14 +579,11 @@ impl<'a> Settings<'a> {
                 |raw| raw.denied_lookup_networks,
                 Ok,
             );
-            self.read_strings(Key::LookupRegistries, |raw| raw.lookup_registries)
-                .and_then(|registries| {
-                    LookupScope::validated(registries, denied.as_deref()).map_err(within(""))
-                })
-                .unwrap_or_else(|error| {
-                    let _ = self.problem.set(error);
-                    LookupScope::default()
-                })
+            self.read_strings(
+                Key::LookupRegistries,
+                |raw| raw.lookup_registries,
+                |registries| LookupScope::new(registries, denied.as_deref()).map_err(within("")),
+            )
         })
     }
 
@@ -592,12 +616,11 @@ impl<'a> Settings<'a> {
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         self.exempt_namespaces
             .get_or_init(|| {
-                self.read_strings(Key::ExemptNamespaces, |raw| raw.exempt_namespaces)
-                    .and_then(|names| compile_namespaces(names, Checks::WhatRequestsUse))
-                    .unwrap_or_else(|error| {
-                        let _ = self.problem.set(error);
-                        Vec::new()
-                    })
+                self.read_strings(
+                    Key::ExemptNamespaces,
+                    |raw| raw.exempt_namespaces,
+                    |names| compile_namespaces(names, Checks::WhatRequestsUse),
+                )
             })
             .iter()
             .any(|exempt| exempt == namespace)
@@ -625,21 +648,11 @@ impl<'a> Settings<'a> {
 
     fn exempt_images(&self) -> &[Glob<'a>] {
         self.exempt_images.get_or_init(|| {
-            self.read_strings(Key::ExemptImages, |raw| raw.exempt_images)
-                .and_then(|patterns| {
-                    patterns
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, pattern)| {
-                            Glob::new(pattern)
-                                .map_err(|p| SettingsError::new(format!("exemptImages[{i}]"), p))
-                        })
-                        .collect()
-                })
-                .unwrap_or_else(|error| {
-                    let _ = self.problem.set(error);
-                    Vec::new()
-                })
+            self.read_strings(
+                Key::ExemptImages,
+                |raw| raw.exempt_images,
+                |patterns| compile_patterns("exemptImages", patterns, Checks::WhatRequestsUse),
+            )
         })
     }
 
@@ -777,13 +790,13 @@ fn compile_scope(
     registries: Vec<String>,
     denied: Option<Vec<String>>,
 ) -> Result<LookupScope<'static>, SettingsError> {
-    LookupScope::new(&registries, denied.as_deref()).map_err(within(""))
+    LookupScope::new(registries, denied.as_deref()).map_err(within(""))
 }
 
 /// `notFoundMayMeanDenied`: the operator's globs, else the defaults.
 fn compile_not_found(patterns: Option<Vec<String>>) -> Result<Vec<Glob<'static>>, SettingsError> {
     match patterns {
-        Some(patterns) => compile_patterns("notFoundMayMeanDenied", patterns),
+        Some(patterns) => compile_patterns("notFoundMayMeanDenied", patterns, Checks::All),
         None => Ok(DEFAULT_NOT_FOUND_MAY_MEAN_DENIED
             .iter()
             .filter_map(|pattern| Glob::new(*pattern).ok())
@@ -819,15 +832,17 @@ fn compile_namespaces<'a>(
 }
 
 /// The image globs of the list `field`, an error naming the entry that does not compile.
-fn compile_patterns(
+fn compile_patterns<'a>(
     field: &str,
-    patterns: Vec<String>,
-) -> Result<Vec<Glob<'static>>, SettingsError> {
+    patterns: Vec<impl Into<Cow<'a, str>>>,
+    checks: Checks,
+) -> Result<Vec<Glob<'a>>, SettingsError> {
     patterns
         .into_iter()
         .enumerate()
         .map(|(i, pattern)| {
-            compile_pattern(pattern).map_err(|p| SettingsError::new(format!("{field}[{i}]"), p))
+            compile_pattern(pattern.into(), checks)
+                .map_err(|p| SettingsError::new(format!("{field}[{i}]"), p))
         })
         .collect()
 }
@@ -842,8 +857,12 @@ fn owned_objects(new: Option<OwnedObjects>, old: Option<OwnedObjects>) -> OwnedO
     }
 }
 
-/// Exemption globs: `*` (also across `/`), `?` and `[...]`, matched on the normalised reference.
-fn compile_pattern(pattern: String) -> Result<Glob<'static>, String> {
+/// Exemption globs: `*` (also across `/`), `?` and `[...]`, matched on the normalised reference;
+/// their form checked when every member is, what the glob crate refuses always.
+fn compile_pattern(pattern: Cow<'_, str>, checks: Checks) -> Result<Glob<'_>, String> {
+    if checks == Checks::WhatRequestsUse {
+        return Glob::new(pattern);
+    }
     if pattern.is_empty() {
         return Err("an image pattern must not be empty".into());
     }
@@ -963,6 +982,35 @@ mod tests {
             }
         }
         tree.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn blanks_are_seen_in_the_text_and_nothing_else_is() {
+        // what the UI writes for nothing: the member is left out, or read the careful way
+        for text in [
+            r#"{"description": "x"}"#,
+            r#"{"timeBudgetMs": null}"#,
+            r#"{"ownedObjects": ""}"#,
+            r#"{"exemptImages": ["", "a"]}"#,
+            r#"{"registries": [{"prefix": "a", "location": null}]}"#,
+        ] {
+            let members = Settings::index(&mut Scanner::new(text)).expect(text);
+            let read: Vec<&Member<'_>> = members.iter().flatten().collect();
+            assert!(read.is_empty() || read.iter().all(|m| m.blanks), "{text}");
+        }
+        for text in [
+            r#"{"exemptNamespaces": ["kube-system"], "lookupRegistries": ["docker.io"]}"#,
+            r#"{"exemptImages": ["say \"null\" and \"\" and [] {}", "x\\"]}"#,
+            r#"{"timeBudgetMs": 900, "pinDigests": true, "ownedObjects": "check"}"#,
+            r#"{"deniedLookupNetworks": [], "actions": {}, "registries": [{"prefix": "a", "mirrors": []}]}"#,
+        ] {
+            let members = Settings::index(&mut Scanner::new(text)).expect(text);
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            let written = value.as_object().map_or(0, serde_json::Map::len);
+            assert_eq!(members.iter().flatten().count(), written, "{text}");
+            assert!(members.iter().flatten().all(|m| !m.blanks), "{text}");
+            assert_eq!(ui_form::normalise(&value), value, "{text}");
+        }
     }
 
     #[test]

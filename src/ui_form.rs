@@ -40,36 +40,6 @@ pub fn normalise(settings: &Value) -> Value {
     settings
 }
 
-/// False when [`normalise`] would leave the JSON `text` as it is, or would only drop rows that
-/// the strict parser refuses anyway (every empty row lacks a required member): no `null`, no
-/// `""`, no `"description"` member. One pass over the bytes, so that settings written by hand
-/// skip the copy; true also for some text that is not JSON, which the slow path explains.
-pub fn may_hold_blanks(text: &str) -> bool {
-    const DESCRIPTION_KEY: &[u8] = b"description\"";
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                let rest = &bytes[i + 1..];
-                if rest.first() == Some(&b'"') || rest.starts_with(DESCRIPTION_KEY) {
-                    return true;
-                }
-                // past the string: a backslash escapes the byte after it
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            // outside strings, only `null` has an `n`
-            b'n' => return true,
-            _ => {}
-        }
-        i += 1;
-    }
-    false
-}
-
 /// True for what the form writes when nothing was entered.
 fn is_blank(value: &Value) -> bool {
     match value {
@@ -152,29 +122,6 @@ mod tests {
                 "customResources": [],
             })
         );
-    }
-
-    #[test]
-    fn blanks_are_seen_in_the_text_and_nothing_else_is() {
-        for text in [
-            r#"{"description": "x"}"#,
-            r#"{"timeBudgetMs": null}"#,
-            r#"{"ownedObjects": ""}"#,
-            r#"{"exemptImages": ["", "a"]}"#,
-            r#"{"registries": [{"prefix": "a", "location": null}]}"#,
-        ] {
-            assert!(may_hold_blanks(text), "{text}");
-        }
-        for text in [
-            r#"{"exemptNamespaces": ["kube-system"], "lookupRegistries": ["docker.io"]}"#,
-            r#"{"exemptImages": ["say \"null\" and \"\" and [] {}", "x\\"]}"#,
-            r#"{"timeBudgetMs": 900, "pinDigests": true, "ownedObjects": "check"}"#,
-            r#"{"deniedLookupNetworks": [], "actions": {}, "registries": [{"prefix": "a", "mirrors": []}]}"#,
-        ] {
-            assert!(!may_hold_blanks(text), "{text}");
-            let value: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(normalise(&value), value, "{text}");
-        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::*;
 use crate::admission::ValidationPayload;
 use crate::failure::Failure;
 use crate::reference::ImageReference;
+use crate::settings::Actions;
 use crate::workload::{ContainerImage, ContainerList};
 
 fn request(value: Value) -> AdmissionRequest {

@@ -136,6 +136,29 @@ impl Evaluations {
     }
 }
 
+impl Evaluations {
+    /// One `validate` on an engine that counts instructions ([`fuel_engine`]): how many it
+    /// executed, the fresh instance's initialisation included.
+    fn instructions(&self, payload: &[u8]) -> Result<u64> {
+        let count = match self {
+            Self::Warm(policy) => {
+                let before = policy.instructions_executed();
+                policy.call("validate", payload)?;
+                policy
+                    .instructions_executed()
+                    .zip(before)
+                    .map(|(after, before)| after - before)
+            }
+            Self::Fresh(pre) => {
+                let policy = pre.instantiate()?;
+                policy.call("validate", payload)?;
+                policy.instructions_executed()
+            }
+        };
+        count.ok_or_else(|| anyhow!("the engine counts no instructions"))
+    }
+}
+
 /// Mean, median, 95th percentile, min and max of `samples`, in microseconds.
 fn time_stats(samples: &mut [Duration]) -> Value {
     samples.sort_unstable();
@@ -195,30 +218,16 @@ fn wasm_instructions(
     settings: &Value,
     payload: &str,
 ) -> Result<u64> {
-    let pre = PolicyPre::with_engine(
+    let metered = load(
         module,
         capabilities(args, Arc::new(CallMeter::default())),
         Some(fuel_engine()?),
+        settings,
+        args.fresh_instances,
     )?;
-    let warm = pre.instantiate()?;
-    if !warm.validate_settings(settings).valid {
-        bail!("Provided settings are not valid");
-    }
-    let mut counts = Vec::with_capacity(5);
-    for _ in 0..5 {
-        let count = if args.fresh_instances {
-            let fresh = pre.instantiate()?;
-            fresh.call("validate", payload.as_bytes())?;
-            fresh.instructions_executed()
-        } else {
-            let before = warm.instructions_executed();
-            warm.call("validate", payload.as_bytes())?;
-            warm.instructions_executed()
-                .zip(before)
-                .map(|(after, before)| after - before)
-        };
-        counts.push(count.ok_or_else(|| anyhow!("the metered engine counted nothing"))?);
-    }
+    let mut counts = (0..5)
+        .map(|_| metered.instructions(payload.as_bytes()))
+        .collect::<Result<Vec<u64>>>()?;
     counts.sort_unstable();
     Ok(counts[counts.len() / 2])
 }
