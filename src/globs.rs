@@ -12,69 +12,112 @@ use std::fmt;
 #[derive(Clone)]
 pub struct Glob<'a> {
     text: Cow<'a, str>,
-    /// Length of the text before its first wildcard: every match starts with it.
-    literal: usize,
-    /// No wildcard but single `*`s (`*.corp.example`, `registry.internal/team/*`): matched
-    /// here, without compiling, as the glob crate matches them.
-    stars_only: bool,
-    /// Compiled on first use; `None` only for a text `glob` refuses, which [`Glob::new`]
-    /// has already refused.
-    compiled: OnceCell<Option<glob::Pattern>>,
+    /// How the text after its literal prefix matches, worked out when a name first has that
+    /// prefix: most globs of a request are never looked at past their first bytes.
+    shape: OnceCell<Shape>,
 }
 
-impl<'a> Glob<'a> {
-    /// Checks `text` as the `glob` crate does. It refuses only texts with `[` or `**`, so those
-    /// are compiled now and every other text when a name first needs it.
-    pub fn new(text: impl Into<Cow<'a, str>>) -> Result<Self, String> {
-        let text = text.into();
-        let bytes = text.as_bytes();
-        let literal = bytes
-            .iter()
-            .position(|b| matches!(b, b'*' | b'?' | b'['))
-            .unwrap_or(bytes.len());
-        // one pass over what follows the literal prefix, usually a lone `*`
-        let (mut double_star, mut bracket, mut other) = (false, false, false);
+/// What follows a glob's literal prefix.
+#[derive(Clone)]
+enum Shape {
+    /// Single `*`s and literal text (`*.corp.example`, `registry.internal/team/*`): matched
+    /// here, without compiling, as the glob crate matches them.
+    StarsOnly,
+    /// Anything else, compiled by the glob crate; `None` for a text it refuses, which
+    /// [`Glob::new`] refuses and [`Glob::unchecked`] matches to no name.
+    Compiled(Option<glob::Pattern>),
+}
+
+impl Shape {
+    /// The shape of `text` after its first `literal` bytes.
+    fn of(text: &str, literal: usize) -> Shape {
+        let (mut double_star, mut other) = (false, false);
         let mut previous = 0u8;
-        for &byte in &bytes[literal..] {
+        for &byte in &text.as_bytes()[literal..] {
             match byte {
                 b'*' => double_star |= previous == b'*',
-                b'[' => bracket = true,
-                b'?' | b'\\' => other = true,
+                b'[' | b'?' | b'\\' => other = true,
                 _ => {}
             }
             previous = byte;
         }
-        let may_fail = bracket || double_star;
-        let stars_only = !double_star && !bracket && !other;
-        let compiled = OnceCell::new();
-        if may_fail {
-            let pattern = glob::Pattern::new(&text)
-                .map_err(|e| format!("invalid pattern {text:?}: {}", e.msg))?;
-            let _ = compiled.set(Some(pattern));
+        if double_star || other {
+            Shape::Compiled(glob::Pattern::new(text).ok())
+        } else {
+            Shape::StarsOnly
         }
-        Ok(Glob {
-            text,
-            literal,
-            stars_only,
-            compiled,
-        })
+    }
+}
+
+impl<'a> Glob<'a> {
+    /// Checks `text` as the `glob` crate does: it refuses only texts with `[` or `**`, so those
+    /// are compiled now, and every other text when a name first needs it.
+    pub fn new(text: impl Into<Cow<'a, str>>) -> Result<Self, String> {
+        let glob = Glob::unchecked(text);
+        let bytes = glob.text.as_bytes();
+        let may_fail = bytes
+            .iter()
+            .zip(bytes.iter().skip(1).chain([&0]))
+            .any(|pair| matches!(pair, (b'[', _) | (b'*', b'*')));
+        if may_fail {
+            let pattern = glob::Pattern::new(&glob.text)
+                .map_err(|e| format!("invalid pattern {:?}: {}", glob.text, e.msg))?;
+            let _ = glob.shape.set(Shape::Compiled(Some(pattern)));
+        }
+        Ok(glob)
     }
 
-    /// True when `name` matches, as `glob::Pattern::matches` says.
+    /// A glob of settings validated when they were loaded (`validate_settings`): a text the
+    /// `glob` crate refuses matches no name instead of failing the request.
+    pub fn unchecked(text: impl Into<Cow<'a, str>>) -> Self {
+        Glob {
+            text: text.into(),
+            shape: OnceCell::new(),
+        }
+    }
+
+    /// True when `name` matches, as `glob::Pattern::matches` says. The literal prefix is
+    /// compared as it is walked: a glob and a name usually differ in their first bytes.
     pub fn matches(&self, name: &str) -> bool {
-        if !name.starts_with(&self.text[..self.literal]) {
+        let Some(literal) = self.literal_prefix_of(name.as_bytes()) else {
             return false;
+        };
+        if literal == self.text.len() {
+            return name.len() == literal;
         }
-        if self.literal == self.text.len() {
-            return name == self.text;
+        match self.shape.get_or_init(|| Shape::of(&self.text, literal)) {
+            Shape::StarsOnly => star_match(&self.text, name),
+            Shape::Compiled(pattern) => pattern.as_ref().is_some_and(|p| p.matches(name)),
         }
-        if self.stars_only {
-            return star_match(&self.text, name);
+    }
+
+    /// False when no name that starts with `start` can match: the glob's literal prefix and
+    /// `start` differ where both have bytes, or the glob is literal and shorter.
+    pub fn may_match_from(&self, start: &str) -> bool {
+        let pattern = self.text.as_bytes();
+        for (i, &byte) in start.as_bytes().iter().enumerate() {
+            match pattern.get(i) {
+                None => return false,
+                Some(b'*' | b'?' | b'[') => return true,
+                Some(&p) if p != byte => return false,
+                Some(_) => {}
+            }
         }
-        self.compiled
-            .get_or_init(|| glob::Pattern::new(&self.text).ok())
-            .as_ref()
-            .is_some_and(|pattern| pattern.matches(name))
+        true
+    }
+
+    /// The length of the glob's literal prefix (the text before its first wildcard) when
+    /// `name` starts with it.
+    fn literal_prefix_of(&self, name: &[u8]) -> Option<usize> {
+        for (i, &byte) in self.text.as_bytes().iter().enumerate() {
+            if matches!(byte, b'*' | b'?' | b'[') {
+                return Some(i);
+            }
+            if name.get(i) != Some(&byte) {
+                return None;
+            }
+        }
+        Some(self.text.len())
     }
 
     /// The glob as written.
@@ -174,7 +217,10 @@ mod tests {
             let glob = Glob::new(text).unwrap();
             assert!(glob.matches("x.corp.example") || !text.contains("corp"));
             let _ = glob.matches("registry.internal/team/app:1");
-            assert!(glob.compiled.get().is_none(), "{text}");
+            assert!(
+                !matches!(glob.shape.get(), Some(Shape::Compiled(_))),
+                "{text}"
+            );
         }
     }
 
@@ -182,8 +228,52 @@ mod tests {
     fn a_glob_no_name_could_match_is_never_compiled() {
         let glob = Glob::new("registry.internal/?*".to_owned()).unwrap();
         assert!(!glob.matches("docker.io/library/nginx:1"));
-        assert!(glob.compiled.get().is_none());
+        assert!(glob.shape.get().is_none());
         assert!(glob.matches("registry.internal/x:1"));
-        assert!(glob.compiled.get().is_some());
+        assert!(matches!(glob.shape.get(), Some(Shape::Compiled(Some(_)))));
+    }
+
+    #[test]
+    fn an_unchecked_glob_the_glob_crate_refuses_matches_nothing() {
+        for text in ["a[", "a**b", "docker.io/[!"] {
+            let glob = Glob::unchecked(text);
+            for name in ["a[", "a**b", "ab", "docker.io/[!", "docker.io/x"] {
+                assert!(!glob.matches(name), "{text} on {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn may_match_from_says_false_only_where_no_name_can_match() {
+        let names = [
+            "127.0.0.1:5000/a:1",
+            "registry.internal/x:1",
+            "docker.io/library/b:2",
+        ];
+        let globs = [
+            "registry.internal/*",
+            "registry.internal",
+            "docker.io/library/tool-?:*",
+            "*",
+            "127.0.0.1:5000/a:1",
+            "127.0.0.1:5000",
+            "1*",
+            "[0-9]*",
+        ];
+        for text in globs {
+            let glob = Glob::new(text).unwrap();
+            for name in names {
+                let registry = name.split('/').next().unwrap();
+                if glob.matches(name) {
+                    assert!(glob.may_match_from(registry), "{text} on {name}");
+                }
+            }
+        }
+        let glob = Glob::new("registry.internal/*").unwrap();
+        assert!(!glob.may_match_from("127.0.0.1:5000"));
+        assert!(!Glob::new("docker.io")
+            .unwrap()
+            .may_match_from("docker.io:5000"));
+        assert!(Glob::new("docker.io").unwrap().may_match_from("docker.io"));
     }
 }

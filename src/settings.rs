@@ -660,7 +660,12 @@ impl<'a> Settings<'a> {
     /// Builds neither string when there is no exemption, the usual case: this runs for every
     /// image of every request.
     pub fn is_reference_exempt(&self, reference: &ImageReference) -> bool {
-        !self.exempt_images().is_empty()
+        // both spellings start with the registry: most exemptions differ from it at once, and
+        // then neither spelling is written out
+        let registry = reference.registry();
+        self.exempt_images()
+            .iter()
+            .any(|glob| glob.may_match_from(registry))
             && (self.is_image_exempt(&reference.to_string())
                 || self.is_image_exempt(&reference.lookup_reference()))
     }
@@ -861,7 +866,7 @@ fn owned_objects(new: Option<OwnedObjects>, old: Option<OwnedObjects>) -> OwnedO
 /// their form checked when every member is, what the glob crate refuses always.
 fn compile_pattern(pattern: Cow<'_, str>, checks: Checks) -> Result<Glob<'_>, String> {
     if checks == Checks::WhatRequestsUse {
-        return Glob::new(pattern);
+        return Ok(Glob::unchecked(pattern));
     }
     if pattern.is_empty() {
         return Err("an image pattern must not be empty".into());
@@ -911,14 +916,14 @@ impl SettingsError {
     }
 
     /// True for a problem `validate_settings` refuses when the host loads the policy and a
-    /// request's reading does not look for again (mirror locations, namespace names, the form
-    /// of image patterns, JSONPaths): a request still refuses what it cannot
-    /// parse or compile.
+    /// request's reading does not look for again (mirror locations, namespace names, image
+    /// patterns, which a request compiles only for an image they may match, JSONPaths): a
+    /// request still refuses what it cannot parse.
     pub fn is_checked_at_load_only(&self) -> bool {
         let field = self.field.as_str();
         field.starts_with("registries")
             || field.starts_with("exemptNamespaces[")
-            || (field.starts_with("exemptImages[") && !self.problem.starts_with("invalid pattern"))
+            || field.starts_with("exemptImages[")
             || self.problem.contains("invalid JSONPath")
     }
 }

@@ -349,14 +349,15 @@ pub fn is_valid_broker_host(host: &str) -> bool {
 /// send the broker's caller credential along with a name a Pod author wrote), and the broker
 /// never forwards a lookup to itself.
 pub fn is_broker_host(registry: &str, broker_host: &str) -> bool {
-    registry_key(registry) == registry_key(broker_host)
+    // `registry_key` of both, compared without writing either out: every lookup asks
+    let (host, port) = host_and_port(registry);
+    let (broker, broker_port) = host_and_port(broker_host);
+    host.eq_ignore_ascii_case(broker) && port == broker_port
 }
 
-/// One spelling for each registry (`host[:port]`): the host without regard to ASCII case or a
-/// trailing dot, and without the HTTPS port 443 that every lookup uses by default. What is
-/// kept per registry (back-off, concurrency) is kept under it, so `Docker.io.`, `docker.io`
-/// and `docker.io:443` share one state and a Pod author cannot multiply them.
-pub fn registry_key(registry: &str) -> String {
+/// `registry_key`'s two parts, borrowed: the host without trailing dots (its case kept) and
+/// the port, `None` for the default 443.
+fn host_and_port(registry: &str) -> (&str, Option<&str>) {
     let (host, port) = match registry.rsplit_once(':') {
         Some((h, p))
             if !h.is_empty() && !p.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) =>
@@ -365,10 +366,22 @@ pub fn registry_key(registry: &str) -> String {
         }
         _ => (registry, None),
     };
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (
+        host.trim_end_matches('.'),
+        port.filter(|&port| port != "443"),
+    )
+}
+
+/// One spelling for each registry (`host[:port]`): the host without regard to ASCII case or a
+/// trailing dot, and without the HTTPS port 443 that every lookup uses by default. What is
+/// kept per registry (back-off, concurrency) is kept under it, so `Docker.io.`, `docker.io`
+/// and `docker.io:443` share one state and a Pod author cannot multiply them.
+pub fn registry_key(registry: &str) -> String {
+    let (host, port) = host_and_port(registry);
+    let host = host.to_ascii_lowercase();
     match port {
-        Some(port) if port != "443" => format!("{host}:{port}"),
-        _ => host,
+        Some(port) => format!("{host}:{port}"),
+        None => host,
     }
 }
 

@@ -274,6 +274,35 @@ fn recognises_the_broker_host_however_written() {
 }
 
 #[test]
+fn the_broker_host_is_the_registry_with_the_same_key() {
+    let spellings = [
+        "docker.io",
+        "Docker.IO.",
+        "docker.io:443",
+        "docker.io:4430",
+        "reg.example:5000",
+        "REG.example.:5000",
+        "[::1]:5000",
+        "[::1]",
+        "[::1]:443",
+        "localhost",
+        "localhost:",
+        ":5000",
+        "a:b:5000",
+        "",
+    ];
+    for a in spellings {
+        for b in spellings {
+            assert_eq!(
+                is_broker_host(a, b),
+                registry_key(a) == registry_key(b),
+                "{a} and {b}"
+            );
+        }
+    }
+}
+
+#[test]
 fn one_key_per_registry_however_spelled() {
     for spelling in [
         "docker.io",
