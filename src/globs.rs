@@ -28,6 +28,18 @@ enum Shape {
     Compiled(Option<glob::Pattern>),
 }
 
+/// Where a glob's literal prefix and a name part ([`Glob::walk_literal`]).
+enum Walk {
+    /// The glob's text ended, the name equal to it so far.
+    TextEnd,
+    /// A wildcard at this offset, the name equal to the text before it.
+    Wildcard(usize),
+    /// The name ended first.
+    NameEnd,
+    /// They differ at some byte.
+    Differs,
+}
+
 impl Shape {
     /// The shape of `text` after its first `literal` bytes.
     fn of(text: &str, literal: usize) -> Shape {
@@ -79,45 +91,43 @@ impl<'a> Glob<'a> {
     /// True when `name` matches, as `glob::Pattern::matches` says. The literal prefix is
     /// compared as it is walked: a glob and a name usually differ in their first bytes.
     pub fn matches(&self, name: &str) -> bool {
-        let Some(literal) = self.literal_prefix_of(name.as_bytes()) else {
-            return false;
-        };
-        if literal == self.text.len() {
-            return name.len() == literal;
-        }
-        match self.shape.get_or_init(|| Shape::of(&self.text, literal)) {
-            Shape::StarsOnly => star_match(&self.text, name),
-            Shape::Compiled(pattern) => pattern.as_ref().is_some_and(|p| p.matches(name)),
+        match self.walk_literal(name) {
+            Walk::TextEnd => name.len() == self.text.len(),
+            Walk::Wildcard(literal) => {
+                match self.shape.get_or_init(|| Shape::of(&self.text, literal)) {
+                    Shape::StarsOnly => star_match(&self.text, name),
+                    Shape::Compiled(pattern) => pattern.as_ref().is_some_and(|p| p.matches(name)),
+                }
+            }
+            Walk::NameEnd | Walk::Differs => false,
         }
     }
 
     /// False when no name that starts with `start` can match: the glob's literal prefix and
     /// `start` differ where both have bytes, or the glob is literal and shorter.
     pub fn may_match_from(&self, start: &str) -> bool {
-        let pattern = self.text.as_bytes();
-        for (i, &byte) in start.as_bytes().iter().enumerate() {
-            match pattern.get(i) {
-                None => return false,
-                Some(b'*' | b'?' | b'[') => return true,
-                Some(&p) if p != byte => return false,
+        match self.walk_literal(start) {
+            Walk::TextEnd => start.len() == self.text.len(),
+            Walk::Wildcard(_) | Walk::NameEnd => true,
+            Walk::Differs => false,
+        }
+    }
+
+    /// Walks the glob's literal prefix (its text before the first wildcard) and `name`
+    /// together, to where they part.
+    fn walk_literal(&self, name: &str) -> Walk {
+        let name = name.as_bytes();
+        for (i, &byte) in self.text.as_bytes().iter().enumerate() {
+            if matches!(byte, b'*' | b'?' | b'[') {
+                return Walk::Wildcard(i);
+            }
+            match name.get(i) {
+                None => return Walk::NameEnd,
+                Some(&other) if other != byte => return Walk::Differs,
                 Some(_) => {}
             }
         }
-        true
-    }
-
-    /// The length of the glob's literal prefix (the text before its first wildcard) when
-    /// `name` starts with it.
-    fn literal_prefix_of(&self, name: &[u8]) -> Option<usize> {
-        for (i, &byte) in self.text.as_bytes().iter().enumerate() {
-            if matches!(byte, b'*' | b'?' | b'[') {
-                return Some(i);
-            }
-            if name.get(i) != Some(&byte) {
-                return None;
-            }
-        }
-        Some(self.text.len())
+        Walk::TextEnd
     }
 
     /// The glob as written.
