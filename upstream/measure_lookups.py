@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Load driver of measure-lookups.sh: measures one running policy server.
 
-    measure_lookups.py URL TEMPLATE HEALTHY_REG SILENT_REG DELAYED_REG RESULT_JSON
+    measure_lookups.py URL ACCEPT_URL TEMPLATE HEALTHY_REG SILENT_REG DELAYED_REG RESULT_JSON
 
-URL is the server's validate endpoint (http://127.0.0.1:PORT/validate/POLICY); TEMPLATE an
+URL is the server's validate endpoint (http://127.0.0.1:PORT/validate/POLICY), ACCEPT_URL
+that of a policy accepting everything without a host call; TEMPLATE an
 AdmissionReview of a Pod whose containers are replaced by one container per request. The
 phases, in this order (the silent phase last: a stock server may stay wedged after it):
 
@@ -14,8 +15,11 @@ phases, in this order (the silent phase last: a stock server may stay wedged aft
             divided by the delay, is the number of delayed round trips of a cold lookup
   silent    M requests naming an image of the silent registry, at once; 0.2 s later the same
             healthy load as the baseline, for at most WINDOW seconds
+  flood     F requests naming F other images of the silent registry, at once (more than the
+            server's workers); 0.2 s later H requests to accept-all from C clients, for at
+            most WINDOW seconds
 
-Environment: M, C, H, K, DELAY_MS, WINDOW, CLIENT_TIMEOUT (see measure-lookups.sh).
+Environment: M, F, C, H, K, DELAY_MS, WINDOW, CLIENT_TIMEOUT (see measure-lookups.sh).
 Only the standard library.
 """
 
@@ -29,8 +33,9 @@ import urllib.error
 import urllib.request
 import os
 
-URL, TEMPLATE, HEALTHY, SILENT, DELAYED, RESULT = sys.argv[1:7]
+URL, ACCEPT_URL, TEMPLATE, HEALTHY, SILENT, DELAYED, RESULT = sys.argv[1:8]
 M = int(os.environ.get("M", "2"))
+F = int(os.environ.get("F", "6"))
 C = int(os.environ.get("C", "2"))
 H = int(os.environ.get("H", "40"))
 K = int(os.environ.get("K", "5"))
@@ -58,7 +63,7 @@ counter = 0
 counter_lock = threading.Lock()
 
 
-def call(image):
+def call(image, url=URL):
     """One request: (seconds, outcome dict)."""
     global counter
     with counter_lock:
@@ -66,7 +71,7 @@ def call(image):
         n = counter
     data = review(image, n)
     started = time.monotonic()
-    request = urllib.request.Request(URL, data=data, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=CLIENT_TIMEOUT) as resp:
             status = resp.status
@@ -86,9 +91,9 @@ def call(image):
     }
 
 
-def healthy_load(deadline=None):
+def healthy_load(deadline=None, url=URL):
     """H requests for the healthy (cached) image from C clients; returns the latencies of
-    those that answered allowed, and the count of the others."""
+    those that answered allowed without a warning, and the others' outcomes."""
     latencies, failures = [], []
     todo = list(range(H))
     lock = threading.Lock()
@@ -99,7 +104,7 @@ def healthy_load(deadline=None):
                 if not todo or (deadline and time.monotonic() > deadline):
                     return
                 todo.pop()
-            elapsed, outcome = call(HEALTHY)
+            elapsed, outcome = call(HEALTHY, url)
             with lock:
                 if outcome.get("allowed") is True and not outcome.get("warnings"):
                     latencies.append(elapsed)
@@ -158,35 +163,42 @@ result["cold"] = {
 print(f"  cold lookup through a {DELAY_MS} ms proxy: median {result['cold']['median_proxy_ms']} ms, "
       f"{result['cold']['median_delayed_round_trips']} delayed round trips", flush=True)
 
-silent = [None] * M
-start = time.monotonic()
+def silent_phase(count, image, url):
+    """count requests for image(i) at once, and 0.2 s later the healthy load on url."""
+    silent = [None] * count
+    start = time.monotonic()
+
+    def silent_client(i):
+        elapsed, outcome = call(image(i))
+        silent[i] = {"elapsed_s": round(elapsed, 3), "ended_at_s": round(time.monotonic() - start, 3), **outcome}
+
+    threads = [threading.Thread(target=silent_client, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    lat, fail = healthy_load(deadline=time.monotonic() + WINDOW, url=url)
+    for t in threads:
+        t.join()
+    ends = [s["ended_at_s"] for s in silent]
+    return {
+        "healthy": summary(lat),
+        "healthy_failed": len(fail),
+        "healthy_failures": fail[:3],
+        "healthy_not_sent": H - len(lat) - len(fail),
+        "requests": silent,
+        "spread_s": round(max(ends) - min(ends), 3),
+    }
 
 
-def silent_client(i):
-    elapsed, outcome = call(f"{SILENT}/team/hidden:1")
-    silent[i] = {"elapsed_s": round(elapsed, 3), "ended_at_s": round(time.monotonic() - start, 3), **outcome}
-
-
-threads = [threading.Thread(target=silent_client, args=(i,)) for i in range(M)]
-for t in threads:
-    t.start()
-time.sleep(0.2)
-lat, fail = healthy_load(deadline=time.monotonic() + WINDOW)
-for t in threads:
-    t.join()
-ends = [s["ended_at_s"] for s in silent]
-result["silent"] = {
-    "healthy": summary(lat),
-    "healthy_failed": len(fail),
-    "healthy_failures": fail[:3],
-    "healthy_not_sent": H - len(lat) - len(fail),
-    "requests": silent,
-    "spread_s": round(max(ends) - min(ends), 3),
-}
+result["silent"] = silent_phase(M, lambda i: f"{SILENT}/team/hidden:1", URL)
 print(f"  with {M} requests on the silent registry: healthy {result['silent']['healthy']}, "
-      f"{len(fail)} failed, {result['silent']['healthy_not_sent']} not sent in {WINDOW} s", flush=True)
-for s in silent:
+      f"{result['silent']['healthy_failed']} failed, {result['silent']['healthy_not_sent']} not sent in {WINDOW} s", flush=True)
+for s in result["silent"]["requests"]:
     print(f"    silent request: {json.dumps(s)[:300]}", flush=True)
+
+result["flood"] = silent_phase(F, lambda i: f"{SILENT}/team/flood-{i}:1", ACCEPT_URL)
+print(f"  with {F} requests on {F} silent images: accept-all {result['flood']['healthy']}, "
+      f"{result['flood']['healthy_failed']} failed, {result['flood']['healthy_not_sent']} not sent in {WINDOW} s", flush=True)
 
 with open(RESULT, "w") as f:
     json.dump(result, f, indent=1)

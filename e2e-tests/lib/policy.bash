@@ -40,12 +40,12 @@ skip_on_kwctl() {
 # kwctl_is_patched: true when $KWCTL is built with this project's upstream series
 # (upstream/oci-lookups, then upstream/kubewarden: a time-out on host lookups and
 # oci/v1/resolve_images; upstream/build.sh builds both), which it shows as
-# `kwctl run --oci-lookup-timeout`.
+# `kwctl run --host-lookup-timeout`.
 kwctl_is_patched() {
   if [[ -z "${_KWCTL_PATCHED:-}" ]]; then
     # asked once per test process: every policy_run on kwctl asks it
     _KWCTL_PATCHED=no
-    if kwctl_exec run --help 2>/dev/null | grep -q -- '--oci-lookup-timeout'; then _KWCTL_PATCHED=yes; fi
+    if kwctl_exec run --help 2>/dev/null | grep -q -- '--host-lookup-timeout'; then _KWCTL_PATCHED=yes; fi
   fi
   [[ "$_KWCTL_PATCHED" == yes ]]
 }
@@ -125,7 +125,7 @@ _kwctl_run_command() {
       --enable-resolve-images) kwctl_is_patched || { echo "policy_run: stock kwctl has no oci/v1/resolve_images: the test must call skip_on_stock_kwctl" >&2; return 1; }
         shift ;;
       --oci-timeout-secs) kwctl_is_patched || { echo "policy_run: stock kwctl has no OCI time-out: the test must call skip_on_stock_kwctl" >&2; return 1; }
-        args+=(--oci-lookup-timeout "$2"); shift 2 ;;
+        args+=(--host-lookup-timeout "$2"); shift 2 ;;
       -m | --metadata-path | --host-capabilities=*)
         echo "policy_run: kwctl has no equivalent of $1: the test must call skip_on_kwctl" >&2
         return 1 ;;

@@ -29,6 +29,15 @@ policy_server_bin() {
   printf '%s\n' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 }
 
+# ps_bounds_host_calls: the policy-server of this run bounds host calls by the evaluation's
+# deadline (the upstream/oci-lookups series, recognised by its --host-lookup-timeout flag);
+# the stock 1.36 server does not.
+ps_bounds_host_calls() {
+  local bin
+  bin=$(policy_server_bin) || return 1
+  env -u RUST_BACKTRACE "$bin" --help 2>/dev/null | grep -q -- '--host-lookup-timeout'
+}
+
 # ps_skip_reason: why the policy-server scenarios cannot run here, or nothing when they can.
 # A missing binary is a skip even under CI=true (a fresh clone has no ../shared); a missing
 # policy build is an error under CI=true, as for the other suites (require_host).
