@@ -488,16 +488,25 @@ impl Pool {
         if let RegistryAuth::Basic(u, p) = auth {
             request = request.basic_auth(u, Some(p));
         }
+        // Only the token service's own refusal (401, 403) reads as "no
+        // authorization", which the manifest request then reports as refused.
+        // Its silence or its failure says nothing about the credential: the
+        // lookup has no answer, and the image must not read as private.
         let answer = match request.send().await {
             Ok(r) if r.status() == StatusCode::OK => {
                 let body = body_at_most(r, MAX_TOKEN_ANSWER_BYTES, "a token answer").await?;
                 serde_json::from_slice::<TokenAnswer>(&body).ok()
             }
-            Ok(r) => {
+            Ok(r) if matches!(r.status(), StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => {
                 let _ = body_prefix(r, MAX_ERROR_BYTES).await;
                 None
             }
-            Err(_) => None,
+            Ok(r) => {
+                let status = r.status();
+                let _ = body_prefix(r, MAX_ERROR_BYTES).await;
+                return Err(token_service_error(realm, &status.to_string()));
+            }
+            Err(e) => return Err(token_service_error(realm, &transport_cause(&e))),
         };
         Ok(match answer.and_then(TokenAnswer::into_token) {
             Some((token, ttl)) => {
@@ -635,6 +644,27 @@ impl Session<'_> {
         let digest = verified_digest(&body, header.as_deref(), reference.digest())?;
         Ok((body, digest))
     }
+}
+
+/// A token service that failed or did not answer: an error without an answer
+/// from the registry, never its refusal. `realm` comes from the registry's
+/// challenge and carries no credential.
+fn token_service_error(realm: &str, what: &str) -> RegistryError {
+    OciDistributionError::GenericError(Some(format!(
+        "the token service {realm} gave no token: {what}"
+    )))
+    .into()
+}
+
+/// The innermost cause of a transport error, which names what failed
+/// (connection refused, reset, time-out) where the outer one only says "error
+/// sending request".
+fn transport_cause(error: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 fn server_error(status: StatusCode, url: String, body: &[u8]) -> OciDistributionError {

@@ -172,6 +172,45 @@ async fn the_first_401_is_answered_once_and_a_refused_credential_reports_it() {
     assert_eq!(registry.pings(), 0);
 }
 
+/// A token service that fails (503) or does not answer (nothing listens)
+/// says nothing about the credential: the lookup is an error, never the
+/// registry's refusal, which would read as a private image. With the challenge
+/// unknown (the first lookup) and known (the next).
+#[tokio::test]
+async fn a_failing_token_service_is_no_refusal() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address");
+    for realm in [None, Some(format!("http://{closed}/token"))] {
+        let registry = TestRegistry::start(move |seen: &Seen, addr: &str| {
+            if seen.path.starts_with("/token") {
+                return Reply::new(503);
+            }
+            let realm = realm.clone().unwrap_or(format!("http://{addr}/token"));
+            Reply::new(401).header(
+                "WWW-Authenticate",
+                &format!("Bearer realm=\"{realm}\",service=\"test\""),
+            )
+        })
+        .await;
+        let client = client_for(&[&registry], Duration::from_secs(5));
+        let image = format!("{}/team/app:1", registry.addr);
+        for auth in [
+            RegistryAuth::Anonymous,
+            basic("alice", "pw"),
+            RegistryAuth::Anonymous,
+        ] {
+            let error = lookup(&client, &image, auth)
+                .await
+                .expect_err("no token, no manifest");
+            assert!(!error.contains("Not authorized"), "{error}");
+            assert!(error.contains("gave no token"), "{error}");
+            assert!(!error.contains("pw"), "{error}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn tokens_are_scoped_to_one_repository() {
     let registry = TestRegistry::start(bearer_registry).await;
