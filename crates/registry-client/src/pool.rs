@@ -35,6 +35,7 @@ use reqwest::{Method, StatusCode};
 use sha2::{Digest, Sha256, Sha512};
 
 use super::auth::{Challenge, Identity, TokenAnswer, TokenCache, TokenKey};
+use super::credential_loop::one_line;
 use super::sources::{Certificate, Sources};
 use super::{manifest_url, RegistryError};
 
@@ -497,16 +498,15 @@ impl Pool {
                 let body = body_at_most(r, MAX_TOKEN_ANSWER_BYTES, "a token answer").await?;
                 serde_json::from_slice::<TokenAnswer>(&body).ok()
             }
-            Ok(r) if matches!(r.status(), StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => {
-                let _ = body_prefix(r, MAX_ERROR_BYTES).await;
-                None
-            }
             Ok(r) => {
                 let status = r.status();
                 let _ = body_prefix(r, MAX_ERROR_BYTES).await;
-                return Err(token_service_error(realm, &status.to_string()));
+                if !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                    return Err(token_service_error(realm, &status.to_string()));
+                }
+                None
             }
-            Err(e) => return Err(token_service_error(realm, &transport_cause(&e))),
+            Err(e) => return Err(token_service_error(realm, &one_line(&e))),
         };
         Ok(match answer.and_then(TokenAnswer::into_token) {
             Some((token, ttl)) => {
@@ -654,17 +654,6 @@ fn token_service_error(realm: &str, what: &str) -> RegistryError {
         "the token service {realm} gave no token: {what}"
     )))
     .into()
-}
-
-/// The innermost cause of a transport error, which names what failed
-/// (connection refused, reset, time-out) where the outer one only says "error
-/// sending request".
-fn transport_cause(error: &reqwest::Error) -> String {
-    let mut cause: &dyn std::error::Error = error;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    cause.to_string()
 }
 
 fn server_error(status: StatusCode, url: String, body: &[u8]) -> OciDistributionError {
