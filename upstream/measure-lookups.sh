@@ -154,10 +154,14 @@ def fmt(v, unit=""):
     return "-" if v is None else f"{v}{unit}"
 
 print(f"{'':44} {'stock':>14} {'patched':>14}")
+def counts(r, phase):
+    p = r[phase]
+    return f"{(p['healthy'] or {}).get('n', 0)}/{p['healthy_failed']}/{p['healthy_not_sent']}"
+
 rows = [
     ("healthy p50, baseline", lambda r: fmt(p50(r, "baseline"), " ms")),
     ("healthy p50, next to the silent registry", lambda r: fmt(p50(r, "silent"), " ms")),
-    ("healthy answered / failed / not sent", lambda r: f"{(r['silent']['healthy'] or {}).get('n', 0)}/{r['silent']['healthy_failed']}/{r['silent']['healthy_not_sent']}"),
+    ("healthy answered / failed / not sent", lambda r: counts(r, "silent")),
     ("silent requests: slowest answer", lambda r: fmt(max(s["elapsed_s"] for s in r["silent"]["requests"]), " s")),
     ("silent requests: spread of their ends", lambda r: fmt(r["silent"]["spread_s"], " s")),
     ("silent requests: answers", lambda r: ",".join(
@@ -165,6 +169,8 @@ rows = [
         for s in r["silent"]["requests"])),
     ("cold lookup via proxy, median", lambda r: fmt(r["cold"]["median_proxy_ms"], " ms")),
     ("  delayed round trips, median", lambda r: fmt(r["cold"]["median_delayed_round_trips"])),
+    ("accept-all next to the flood: p50 / max", lambda r: "-" if not r["flood"]["healthy"] else f"{r['flood']['healthy']['p50_ms']}/{r['flood']['healthy']['max_ms']} ms"),
+    ("accept-all answered / failed / not sent", lambda r: counts(r, "flood")),
 ]
 for label, f in rows:
     print(f"{label:44} {f(stock):>14} {f(patched):>14}")
@@ -190,12 +196,6 @@ def judge(r):
                    r["cold"]["median_proxy_ms"] <= 0.75 * stock["cold"]["median_proxy_ms"]))
     return checks
 
-rows2 = [
-    ("accept-all next to the flood: p50 / max", lambda r: "-" if not r["flood"]["healthy"] else f"{r['flood']['healthy']['p50_ms']}/{r['flood']['healthy']['max_ms']} ms"),
-    ("accept-all answered / failed / not sent", lambda r: f"{(r['flood']['healthy'] or {}).get('n', 0)}/{r['flood']['healthy_failed']}/{r['flood']['healthy_not_sent']}"),
-]
-for label, f in rows2:
-    print(f"{label:44} {f(stock):>14} {f(patched):>14}")
 print()
 ok = True
 for (label, passed), (_, stock_passed) in zip(judge(patched), judge(stock)):
