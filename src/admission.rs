@@ -6,7 +6,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::json_extent::{ExtentError, Scanner};
+use crate::json_extent::{ascii_text, ExtentError, Scanner};
 use crate::settings::{Settings, SettingsError};
 
 use crate::object::{Metadata, Object};
@@ -26,7 +26,10 @@ impl<'a> ValidationPayload<'a> {
     /// members are delimited, at a few instructions a byte where serde would spend a dozen on
     /// text most requests never read.
     pub fn parse(payload: &'a [u8]) -> Result<Self, PayloadError> {
-        let text = std::str::from_utf8(payload).map_err(|_| PayloadError::NotUtf8)?;
+        let text = match ascii_text(payload) {
+            Some(text) => text,
+            None => std::str::from_utf8(payload).map_err(|_| PayloadError::NotUtf8)?,
+        };
         let mut scanner = Scanner::new(text);
         scanner.enter_object()?;
         let (mut settings, mut request) = (None, None);

@@ -15,7 +15,7 @@ use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
 use crate::globs::Glob;
-use crate::json_extent::{ExtentError, Scanner};
+use crate::json_extent::{string_list, ExtentError, Scanner};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
@@ -430,14 +430,16 @@ impl<'a> Settings<'a> {
         self.read_with(
             key,
             |text| {
-                let mut strings = Vec::new();
-                Scanner::new(text)
-                    .elements(|scanner| {
-                        strings.push(scanner.string()?);
-                        Ok(())
-                    })
-                    .ok()
-                    .map(|()| strings)
+                string_list(text).or_else(|| {
+                    let mut strings = Vec::new();
+                    Scanner::new(text)
+                        .elements(|scanner| {
+                            strings.push(scanner.string()?);
+                            Ok(())
+                        })
+                        .ok()
+                        .map(|()| strings)
+                })
             },
             |raw| take(raw).into_iter().map(Cow::Owned).collect(),
             compile,
@@ -997,7 +999,7 @@ mod tests {
             r#"{"timeBudgetMs": null}"#,
             r#"{"ownedObjects": ""}"#,
             r#"{"exemptImages": ["", "a"]}"#,
-            r#"{"registries": [{"prefix": "a", "location": null}]}"#,
+            r#"{"registries": [{"prefix": "a", "location": ""}]}"#,
         ] {
             let members = Settings::index(&mut Scanner::new(text)).expect(text);
             let read: Vec<&Member<'_>> = members.iter().flatten().collect();
@@ -1036,6 +1038,15 @@ mod tests {
             json!({"exemptNamespaces": ["Not A Label"]}),
             json!({"actions": {"absent": "warn"}, "unknown": 1}),
             json!({"shortNames": {"mode": "enforcing", "searchRegistries": ["quay.io"]}}),
+            // a `null` inside a member is no blank to the index: serde refuses it, or reads the
+            // absent value the careful reading's removal gives
+            json!({"registries": [{"prefix": "docker.io", "location": null,
+                "mirrors": [{"location": null, "pullFromMirror": "all"}, {"location": "m.io"}]}]}),
+            json!({"exemptImages": ["a/*", null], "exemptNamespaces": [null, "ns"]}),
+            json!({"actions": {"absent": null, "unreachable": "reject"}, "pullSecrets": {"consult": null}}),
+            json!({"lookupBroker": {"host": "b.example:8443", "keySecret": null}}),
+            json!({"shortNames": {"mode": "permissive", "searchRegistries": null, "aliases": {"a": null}}}),
+            json!({"customResources": [{"apiVersion": "a.io/v1", "kind": "K", "images": ["$.x", null]}]}),
         ];
         for document in &documents {
             let _ = same_from_text(document);

@@ -1,0 +1,398 @@
+//! JSON text walked sixteen bytes at a time: where a list or object ends, where strings are,
+//! whether text is ASCII. A settings document is mostly short strings (image patterns,
+//! namespaces, mirror rules): read token by token it costs a dozen instructions a byte, most
+//! of them per token. Here each block of sixteen bytes becomes bit masks (quotes, brackets)
+//! by WebAssembly's SIMD comparisons (enabled for the wasm build in `.cargo/config.toml`;
+//! the runtimes Kubewarden ships have them, and one without would refuse the module when it
+//! loads it, never mid-request). The masks say which brackets are outside strings, and only a
+//! block where the nesting could close is looked at bit by bit. Natively, and in a wasm build
+//! without SIMD, the masks are made a byte at a time: the tests run everything but the SIMD
+//! comparisons.
+
+use std::ops::ControlFlow;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use simd::{high_bits, marks, quotes_and_backslashes};
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+use bytewise::{high_bits, marks, quotes_and_backslashes};
+
+/// Bytes per block.
+const BLOCK: usize = 16;
+
+/// One bit a byte of a block (bit `i` for byte `i`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Marks {
+    quote: u16,
+    backslash: u16,
+    /// `[` or `{`.
+    open: u16,
+    /// `]` or `}`.
+    close: u16,
+}
+
+/// The end of a list or object found by [`container_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct End {
+    /// The offset just past the closing bracket.
+    pub at: usize,
+    /// An empty string is inside, which the careful reading removes. (A `null` inside is
+    /// left to the readers: serde refuses it where the careful reading would remove it, or
+    /// reads it as the absent value that removing it gives.)
+    pub blanks: bool,
+}
+
+/// Why [`container_end`] did not find the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// A backslash: the byte-wise scanner, which follows escapes, takes over.
+    Escape,
+    /// The text ended inside the value.
+    Unterminated,
+    /// Nesting deeper than `max_depth`.
+    TooDeep,
+}
+
+/// The end of the list or object whose opening bracket is at `start`, nesting at most
+/// `max_depth` deep.
+pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Result<End, Stop> {
+    container_end_with(bytes, start, max_depth, marks)
+}
+
+/// The offset of the first `"` or `\\` in `bytes` from `from`.
+pub(super) fn quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
+    first_marked(bytes, from, |block| {
+        let (quotes, backslashes) = quotes_and_backslashes(block);
+        quotes | backslashes
+    })
+}
+
+/// Calls `each` with the start and end (exclusive) of every string's contents in `bytes`, in
+/// order; false, having stopped, at the first backslash (an escape the caller must decode) or
+/// when a string does not end.
+pub(super) fn string_spans(bytes: &[u8], mut each: impl FnMut(usize, usize)) -> bool {
+    let mut open = None;
+    let escaped = walk_blocks(bytes, 0, |at, block| {
+        let (mut quotes, backslashes) = quotes_and_backslashes(block);
+        if backslashes != 0 {
+            return ControlFlow::Break(());
+        }
+        while quotes != 0 {
+            let position = at + quotes.trailing_zeros() as usize;
+            quotes &= quotes - 1;
+            match open.take() {
+                None => open = Some(position + 1),
+                Some(start) => each(start, position),
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    escaped.is_none() && open.is_none()
+}
+
+/// The text of `bytes` when they are all ASCII, checked a block at a time where the standard
+/// library's check takes a word; `None` for any other byte, which the standard check then
+/// reads.
+pub(crate) fn ascii_text(bytes: &[u8]) -> Option<&str> {
+    let mut high = 0;
+    let mut blocks = bytes.chunks_exact(BLOCK);
+    for block in &mut blocks {
+        if let Some(block) = block.first_chunk() {
+            high |= high_bits(block);
+        }
+    }
+    // SAFETY: ASCII is UTF-8 (`from_utf8` would read every byte again).
+    (high == 0 && blocks.remainder().is_ascii())
+        .then(|| unsafe { std::str::from_utf8_unchecked(bytes) })
+}
+
+/// Calls `step` with the offset and bytes of every block of `bytes` from `from` until it
+/// breaks, the last partial block padded with spaces (which no mask flags); `None` when it
+/// never breaks. `step` is written once, so that it is inlined: called for the chunks and
+/// again for the tail, it was not, and a call a block cost more than the block.
+#[inline(always)]
+fn walk_blocks<T>(
+    bytes: &[u8],
+    from: usize,
+    mut step: impl FnMut(usize, &[u8; BLOCK]) -> ControlFlow<T>,
+) -> Option<T> {
+    let mut at = from;
+    let mut tail = [b' '; BLOCK];
+    loop {
+        let rest = bytes.get(at..)?;
+        let (block, last) = match rest.first_chunk() {
+            Some(block) => (block, false),
+            None if rest.is_empty() => return None,
+            None => {
+                tail[..rest.len()].copy_from_slice(rest);
+                (&tail, true)
+            }
+        };
+        if let ControlFlow::Break(found) = step(at, block) {
+            return Some(found);
+        }
+        if last {
+            return None;
+        }
+        at += BLOCK;
+    }
+}
+
+/// The offset of the first byte from `from` that `marked` flags in its block.
+#[inline(always)]
+fn first_marked(bytes: &[u8], from: usize, marked: impl Fn(&[u8; BLOCK]) -> u16) -> Option<usize> {
+    walk_blocks(bytes, from, |at, block| match marked(block) {
+        0 => ControlFlow::Continue(()),
+        found => ControlFlow::Break(at + found.trailing_zeros() as usize),
+    })
+}
+
+/// Bit `i` set when an odd number of the bits `0..=i` of `bits` are: with the quotes' mask,
+/// the bytes inside strings (an opening quote counted in, a closing one out).
+#[inline(always)]
+fn prefix_xor(mut bits: u16) -> u16 {
+    bits ^= bits << 1;
+    bits ^= bits << 2;
+    bits ^= bits << 4;
+    bits ^= bits << 8;
+    bits
+}
+
+/// The walk of [`container_end`] over the masks `marks_of` makes. Strings are followed by
+/// their quotes alone, so the first backslash hands over to the byte-wise scanner
+/// ([`Stop::Escape`]). A block without brackets (most of a list of strings) only flips the
+/// string state by its number of quotes; the bytes inside strings are worked out only in a
+/// block with brackets.
+#[inline(always)]
+fn container_end_with(
+    bytes: &[u8],
+    start: usize,
+    max_depth: u32,
+    marks_of: impl Fn(&[u8; BLOCK]) -> Marks,
+) -> Result<End, Stop> {
+    let mut depth = 0u32;
+    // all ones when the previous block ended inside a string
+    let mut in_string = 0u16;
+    // 1 when the previous block ended with a quote (which may open an empty string)
+    let mut quote_before = 0u16;
+    let mut blanks = false;
+    let mut at = start;
+    let mut tail = [b' '; BLOCK];
+    // the loop of `walk_blocks` written out: with this body in a closure, the compiler kept
+    // the closure a function of its own, and a call a block cost more than the block
+    loop {
+        let rest = bytes.get(at..).unwrap_or_default();
+        let (block, last) = match rest.first_chunk() {
+            Some(block) => (block, false),
+            None if rest.is_empty() => return Err(Stop::Unterminated),
+            None => {
+                tail[..rest.len()].copy_from_slice(rest);
+                (&tail, true)
+            }
+        };
+        let marks = marks_of(block);
+        // two quotes in a row: an empty string (a closing quote followed by an opening one
+        // would be invalid JSON); inside a string a quote is escaped, and escapes stop the walk
+        blanks |= marks.quote & ((marks.quote << 1) | quote_before) != 0;
+        quote_before = marks.quote >> (BLOCK - 1);
+        if (marks.open | marks.close | marks.backslash) == 0 {
+            in_string ^= 0u16.wrapping_sub(marks.quote.count_ones() as u16 & 1);
+        } else {
+            if marks.backslash != 0 {
+                return Err(Stop::Escape);
+            }
+            let inside = prefix_xor(marks.quote) ^ in_string;
+            in_string = ((inside as i16) >> 15) as u16;
+            let open = marks.open & !inside;
+            let close = marks.close & !inside;
+            if close.count_ones() < depth {
+                // the nesting cannot close in this block (nor, opening first, pass the limit)
+                if depth + open.count_ones() > max_depth {
+                    return Err(Stop::TooDeep);
+                }
+                depth = depth + open.count_ones() - close.count_ones();
+            } else {
+                let mut brackets = open | close;
+                while brackets != 0 {
+                    let bit = brackets & brackets.wrapping_neg();
+                    brackets ^= bit;
+                    if open & bit != 0 {
+                        depth += 1;
+                        if depth > max_depth {
+                            return Err(Stop::TooDeep);
+                        }
+                    } else {
+                        depth -= 1;
+                        if depth == 0 {
+                            let at = at + bit.trailing_zeros() as usize + 1;
+                            return Ok(End { at, blanks });
+                        }
+                    }
+                }
+            }
+        }
+        if last {
+            return Err(Stop::Unterminated);
+        }
+        at += BLOCK;
+    }
+}
+
+/// The masks by WebAssembly's SIMD comparisons.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    use super::{Marks, BLOCK};
+    use core::arch::wasm32::{i8x16_bitmask, i8x16_eq, u8x16_splat, v128, v128_load, v128_or};
+
+    /// A block as a vector.
+    #[inline(always)]
+    fn load(block: &[u8; BLOCK]) -> v128 {
+        // SAFETY: `block` is sixteen readable bytes, and `v128.load` may be unaligned.
+        unsafe { v128_load(block.as_ptr().cast::<v128>()) }
+    }
+
+    /// The bytes of `v` equal to `byte`.
+    #[inline(always)]
+    fn mask(v: v128, byte: u8) -> u16 {
+        i8x16_bitmask(i8x16_eq(v, u8x16_splat(byte)))
+    }
+
+    /// Every mask of a block.
+    #[inline(always)]
+    pub(super) fn marks(block: &[u8; BLOCK]) -> Marks {
+        let v = load(block);
+        // `[` and `{`, `]` and `}` differ only in the bit 0x20
+        let folded = v128_or(v, u8x16_splat(0x20));
+        Marks {
+            quote: mask(v, b'"'),
+            backslash: mask(v, b'\\'),
+            open: mask(folded, b'{'),
+            close: mask(folded, b'}'),
+        }
+    }
+
+    /// The quotes and backslashes of a block.
+    #[inline(always)]
+    pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u16, u16) {
+        let v = load(block);
+        (mask(v, b'"'), mask(v, b'\\'))
+    }
+
+    /// The bytes of a block with their high bit set (not ASCII).
+    #[inline(always)]
+    pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
+        i8x16_bitmask(load(block))
+    }
+}
+
+/// The masks a byte at a time: natively, where the tests run them, and in a wasm build
+/// without SIMD.
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
+mod bytewise {
+    use super::{Marks, BLOCK};
+
+    /// Every mask of a block.
+    pub(super) fn marks(block: &[u8; BLOCK]) -> Marks {
+        let mut marks = Marks {
+            quote: 0,
+            backslash: 0,
+            open: 0,
+            close: 0,
+        };
+        for (i, byte) in block.iter().enumerate() {
+            let bit = 1u16 << i;
+            match byte {
+                b'"' => marks.quote |= bit,
+                b'\\' => marks.backslash |= bit,
+                b'[' | b'{' => marks.open |= bit,
+                b']' | b'}' => marks.close |= bit,
+                _ => {}
+            }
+        }
+        marks
+    }
+
+    /// The quotes and backslashes of a block.
+    pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u16, u16) {
+        let marks = marks(block);
+        (marks.quote, marks.backslash)
+    }
+
+    /// The bytes of a block with their high bit set (not ASCII).
+    pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
+        (0..BLOCK)
+            .filter(|&i| !block[i].is_ascii())
+            .fold(0, |bits, i| bits | 1 << i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(text: &str) -> Result<End, Stop> {
+        container_end(text.as_bytes(), 0, 128)
+    }
+
+    #[test]
+    fn ends_are_where_serde_says_across_block_boundaries() {
+        let values = [
+            r#"{"a": [1, 2, {"b": "}]{["}], "c": {}, "d": [], "e": 1}"#,
+            r#"["x", "y", "[", "]", 1.5e3, -2, true, false]"#,
+            r#"{"k": {"l": {"m": [[], [{}]]}}}"#,
+            r#"[{"prefix": "mirror-source-0.example", "mirrors": [{"location": "m:5000/s"}]}]"#,
+            "[]",
+        ];
+        for value in values {
+            // shifted so that every byte falls on every position of a block
+            for pad in 0..BLOCK + 2 {
+                let text = format!("{}{value} , [\"after\"]", " ".repeat(pad));
+                let found = container_end(text.as_bytes(), pad, 128).expect(&text);
+                assert_eq!(&text[pad..found.at], value, "{text}");
+                assert!(!found.blanks, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn blanks_are_noticed_across_block_boundaries() {
+        for value in [r#"["", "a"]"#, r#"{"a": ""}"#, r#"["a", ""]"#] {
+            for pad in 0..BLOCK + 2 {
+                let text = format!("{}{value}", " ".repeat(pad));
+                let found = container_end(text.as_bytes(), pad, 128).expect(&text);
+                assert!(found.blanks, "{text}");
+                assert_eq!(found.at, text.len());
+            }
+        }
+        // a `null` is left to the readers; quotes apart are no empty string
+        assert!(!end(r#"["nginx", null, "a"]"#).unwrap().blanks);
+        assert!(!end(r#"{"a":"b","c":"d"}"#).unwrap().blanks);
+    }
+
+    #[test]
+    fn what_keeps_a_value_from_ending_stops_the_walk() {
+        assert_eq!(end(r#"["a\"b"]"#), Err(Stop::Escape));
+        assert_eq!(end(r#"["unterminated]"#), Err(Stop::Unterminated));
+        assert_eq!(
+            end(&format!("[{}", " ".repeat(40))),
+            Err(Stop::Unterminated)
+        );
+        assert_eq!(end(&"[".repeat(129)), Err(Stop::TooDeep));
+        assert_eq!(end(&"[".repeat(128)), Err(Stop::Unterminated));
+        // a bracket inside a string does not count
+        assert_eq!(end(r#"["]"#), Err(Stop::Unterminated));
+    }
+
+    #[test]
+    fn the_masks_mark_what_they_name() {
+        let marks = marks(b"\"\\[{]}n x\"a]]n\"\"");
+        assert_eq!(marks.quote, 1 | 1 << 9 | 1 << 14 | 1 << 15);
+        assert_eq!(marks.backslash, 1 << 1);
+        assert_eq!(marks.open, 1 << 2 | 1 << 3);
+        assert_eq!(marks.close, 1 << 4 | 1 << 5 | 1 << 11 | 1 << 12);
+        assert_eq!(prefix_xor(0b1001), 0b0111);
+    }
+}
