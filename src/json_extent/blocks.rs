@@ -9,8 +9,6 @@
 //! without SIMD, the masks are made a byte at a time: the tests run everything but the SIMD
 //! comparisons.
 
-use std::ops::ControlFlow;
-
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use simd::{high_bits, marks, quotes_and_backslashes};
 
@@ -72,10 +70,12 @@ pub(super) fn quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
 /// when a string does not end.
 pub(super) fn string_spans(bytes: &[u8], mut each: impl FnMut(usize, usize)) -> bool {
     let mut open = None;
-    let escaped = walk_blocks(bytes, 0, |at, block| {
+    let mut at = 0;
+    let mut tail = [b' '; BLOCK];
+    while let Some((block, last)) = block_at(bytes, at, &mut tail) {
         let (mut quotes, backslashes) = quotes_and_backslashes(block);
         if backslashes != 0 {
-            return ControlFlow::Break(());
+            return false;
         }
         while quotes != 0 {
             let position = at + quotes.trailing_zeros() as usize;
@@ -85,9 +85,12 @@ pub(super) fn string_spans(bytes: &[u8], mut each: impl FnMut(usize, usize)) -> 
                 Some(start) => each(start, position),
             }
         }
-        ControlFlow::Continue(())
-    });
-    escaped.is_none() && open.is_none()
+        if last {
+            break;
+        }
+        at += BLOCK;
+    }
+    open.is_none()
 }
 
 /// The text of `bytes` when they are all ASCII, checked a block at a time where the standard
@@ -106,45 +109,42 @@ pub(crate) fn ascii_text(bytes: &[u8]) -> Option<&str> {
         .then(|| unsafe { std::str::from_utf8_unchecked(bytes) })
 }
 
-/// Calls `step` with the offset and bytes of every block of `bytes` from `from` until it
-/// breaks, the last partial block padded with spaces (which no mask flags); `None` when it
-/// never breaks. `step` is written once, so that it is inlined: called for the chunks and
-/// again for the tail, it was not, and a call a block cost more than the block.
+/// The block of `bytes` at `at`, and whether it is the last: a partial last block is copied
+/// into `tail`, padded with spaces (which no mask flags); `None` past the end. Each walk below
+/// calls it in a loop of its own rather than taking its step as a closure: the compiler kept
+/// such a closure a function of its own, and a call a block cost more than the block.
 #[inline(always)]
-fn walk_blocks<T>(
-    bytes: &[u8],
-    from: usize,
-    mut step: impl FnMut(usize, &[u8; BLOCK]) -> ControlFlow<T>,
-) -> Option<T> {
+fn block_at<'b>(
+    bytes: &'b [u8],
+    at: usize,
+    tail: &'b mut [u8; BLOCK],
+) -> Option<(&'b [u8; BLOCK], bool)> {
+    let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
+    Some(match rest.first_chunk() {
+        Some(block) => (block, false),
+        None => {
+            tail[..rest.len()].copy_from_slice(rest);
+            (tail, true)
+        }
+    })
+}
+
+/// The offset of the first byte from `from` that `marked` flags in its block.
+#[inline(always)]
+fn first_marked(bytes: &[u8], from: usize, marked: impl Fn(&[u8; BLOCK]) -> u16) -> Option<usize> {
     let mut at = from;
     let mut tail = [b' '; BLOCK];
     loop {
-        let rest = bytes.get(at..)?;
-        let (block, last) = match rest.first_chunk() {
-            Some(block) => (block, false),
-            None if rest.is_empty() => return None,
-            None => {
-                tail[..rest.len()].copy_from_slice(rest);
-                (&tail, true)
-            }
-        };
-        if let ControlFlow::Break(found) = step(at, block) {
-            return Some(found);
+        let (block, last) = block_at(bytes, at, &mut tail)?;
+        let found = marked(block);
+        if found != 0 {
+            return Some(at + found.trailing_zeros() as usize);
         }
         if last {
             return None;
         }
         at += BLOCK;
     }
-}
-
-/// The offset of the first byte from `from` that `marked` flags in its block.
-#[inline(always)]
-fn first_marked(bytes: &[u8], from: usize, marked: impl Fn(&[u8; BLOCK]) -> u16) -> Option<usize> {
-    walk_blocks(bytes, from, |at, block| match marked(block) {
-        0 => ControlFlow::Continue(()),
-        found => ControlFlow::Break(at + found.trailing_zeros() as usize),
-    })
 }
 
 /// Bit `i` set when an odd number of the bits `0..=i` of `bits` are: with the quotes' mask,
@@ -178,18 +178,8 @@ fn container_end_with(
     let mut blanks = false;
     let mut at = start;
     let mut tail = [b' '; BLOCK];
-    // the loop of `walk_blocks` written out: with this body in a closure, the compiler kept
-    // the closure a function of its own, and a call a block cost more than the block
     loop {
-        let rest = bytes.get(at..).unwrap_or_default();
-        let (block, last) = match rest.first_chunk() {
-            Some(block) => (block, false),
-            None if rest.is_empty() => return Err(Stop::Unterminated),
-            None => {
-                tail[..rest.len()].copy_from_slice(rest);
-                (&tail, true)
-            }
-        };
+        let (block, last) = block_at(bytes, at, &mut tail).ok_or(Stop::Unterminated)?;
         let marks = marks_of(block);
         // two quotes in a row: an empty string (a closing quote followed by an opening one
         // would be invalid JSON); inside a string a quote is escaped, and escapes stop the walk
