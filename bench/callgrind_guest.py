@@ -8,6 +8,12 @@ per guest function, the events callgrind recorded (self cost), sorted by the
 event given, with the guest's totals first (docs/performance.md; its first use:
 bench/results/2026-12-02-fresh-instance-icache.md).
 
+Run callgrind with --dump-instr=yes --compress-pos=no: the costs are then read per
+instruction address and each address is named by the map. Without it, callgrind's own
+notion of a function (code entered by a call) is used, and for compiled guest code it
+is wrong: much of a guest's cost lands on the trampoline that entered it (on
+2026-12-04, 1.3M of a large settings document's 2.4M instructions).
+
 Usage: callgrind_guest.py CALLGRIND_OUT PERF_MAP [EVENT] [ROWS]
   EVENT: a callgrind event name (Ir, I1mr, ILmr, ...; default I1mr)
   ROWS:  how many functions to print (default 30)
@@ -38,6 +44,36 @@ def name_of(address, starts, entries):
     return None, 0
 
 
+def per_address(out, starts, entries):
+    """(events, per_function) from a profile written with --dump-instr=yes
+    --compress-pos=no, or None when it was not: every cost line's address named by the map.
+    The line after a `calls=` line is the call's inclusive cost, not the caller's own."""
+    events, per_function, positions, after_call = None, {}, None, False
+    with open(out, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("positions:"):
+                positions = line.split()[1:]
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:2] == "0x" and positions and positions[0] == "instr":
+                cells = line.split()
+                if after_call:
+                    after_call = False
+                    continue
+                name, size = name_of(int(cells[0], 16), starts, entries)
+                if name is None:
+                    continue
+                values = [int(v) for v in cells[len(positions):]]
+                total = per_function.setdefault(name, [size] + [0] * len(events))
+                for k, v in enumerate(values):
+                    total[k + 1] += v
+    if positions is None or positions[0] != "instr":
+        return None
+    return events, per_function
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
@@ -45,6 +81,18 @@ def main(argv):
     event = argv[3] if len(argv) > 3 else "I1mr"
     rows_wanted = int(argv[4]) if len(argv) > 4 else 30
     starts, entries = read_map(perf_map)
+    read = per_address(out, starts, entries)
+    if read is None:
+        print("(no --dump-instr=yes --compress-pos=no: callgrind's functions, which charge "
+              "guest code to the trampoline that entered it)", file=sys.stderr)
+        events, per_function = per_function_of(out, event, starts, entries)
+    else:
+        events, per_function = read
+    report(events, per_function, event, rows_wanted)
+
+
+def per_function_of(out, event, starts, entries):
+    """(events, per_function) by callgrind_annotate's functions."""
     text = subprocess.run(
         ["callgrind_annotate", f"--sort={event}", out],
         capture_output=True, text=True, check=True,
@@ -72,6 +120,11 @@ def main(argv):
             total[k + 1] += v
     if events is None:
         sys.exit(f"{out}: no events in callgrind_annotate's output")
+    return events, per_function
+
+
+def report(events, per_function, event, rows_wanted):
+    """The guest's totals, then the functions by `event`."""
     column = events.index(event)
     sums = [sum(v[k + 1] for v in per_function.values()) for k in range(len(events))]
     print("guest code, all functions: " + ", ".join(f"{e} {s:,}" for e, s in zip(events, sums)))
