@@ -106,34 +106,44 @@ impl<'a> Glob<'a> {
     /// False when no name that starts with `start` can match: the glob's literal prefix and
     /// `start` differ where both have bytes, or the glob is literal and shorter.
     pub fn may_match_from(&self, start: &str) -> bool {
-        match self.walk_literal(start) {
-            Walk::TextEnd => start.len() == self.text.len(),
-            Walk::Wildcard(_) | Walk::NameEnd => true,
-            Walk::Differs => false,
-        }
+        may_match_from(&self.text, start)
     }
 
-    /// Walks the glob's literal prefix (its text before the first wildcard) and `name`
-    /// together, to where they part.
     fn walk_literal(&self, name: &str) -> Walk {
-        let name = name.as_bytes();
-        for (i, &byte) in self.text.as_bytes().iter().enumerate() {
-            if matches!(byte, b'*' | b'?' | b'[') {
-                return Walk::Wildcard(i);
-            }
-            match name.get(i) {
-                None => return Walk::NameEnd,
-                Some(&other) if other != byte => return Walk::Differs,
-                Some(_) => {}
-            }
-        }
-        Walk::TextEnd
+        walk_literal(&self.text, name)
     }
 
     /// The glob as written.
     pub fn as_str(&self) -> &str {
         &self.text
     }
+}
+
+/// [`Glob::may_match_from`] of the glob written `text`, without making a [`Glob`]: a request
+/// asks it of every exemption for every image, and most differ from the image at once.
+pub fn may_match_from(text: &str, start: &str) -> bool {
+    match walk_literal(text, start) {
+        Walk::TextEnd => start.len() == text.len(),
+        Walk::Wildcard(_) | Walk::NameEnd => true,
+        Walk::Differs => false,
+    }
+}
+
+/// Walks the literal prefix of the glob `text` (its text before the first wildcard) and
+/// `name` together, to where they part.
+fn walk_literal(text: &str, name: &str) -> Walk {
+    let name = name.as_bytes();
+    for (i, &byte) in text.as_bytes().iter().enumerate() {
+        if matches!(byte, b'*' | b'?' | b'[') {
+            return Walk::Wildcard(i);
+        }
+        match name.get(i) {
+            None => return Walk::NameEnd,
+            Some(&other) if other != byte => return Walk::Differs,
+            Some(_) => {}
+        }
+    }
+    Walk::TextEnd
 }
 
 /// A glob whose only wildcards are single `*`s, matched as the glob crate does with its default

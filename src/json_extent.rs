@@ -322,6 +322,20 @@ pub fn string_list(text: &str) -> Option<Vec<Cow<'_, str>>> {
     (ended && well_formed && closed).then_some(strings)
 }
 
+/// Calls `each` with every string of `text` written without escapes (the elements of a list
+/// of strings), in order, found by their quotes without building a list; false, having called
+/// it for none or some, when a string has an escape, which the scanner must then decode.
+/// Nothing between the strings is checked: the settings were validated when they were loaded,
+/// and a caller only asks whether some string answers a question.
+pub fn each_plain_string(text: &str, mut each: impl FnMut(&str)) -> bool {
+    blocks::string_spans(text.as_bytes(), |start, end| {
+        // both ends are at ASCII quotes: character boundaries
+        if let Some(string) = text.get(start..end) {
+            each(string);
+        }
+    })
+}
+
 /// True when `gap` is `punctuation` with whitespace around it.
 fn only_separator(gap: &[u8], punctuation: u8) -> bool {
     matches!(gap.trim_ascii(), [byte] if *byte == punctuation)

@@ -14,8 +14,8 @@ use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::FailureKind;
 use crate::field_error::FieldError;
-use crate::globs::Glob;
-use crate::json_extent::{string_list, ExtentError, Scanner};
+use crate::globs::{self, Glob};
+use crate::json_extent::{each_plain_string, string_list, ExtentError, Scanner};
 use crate::lookup_scope::LookupScope;
 use crate::mirrors::{Mirrors, RegistryRule};
 use crate::platforms::Requirement;
@@ -262,6 +262,9 @@ pub struct Settings<'a> {
     /// sort.
     exempt_namespaces: OnceCell<Vec<Cow<'a, str>>>,
     exempt_images: OnceCell<Vec<Glob<'a>>>,
+    /// A registry no exemption can match, found in the list's text: the images of a request
+    /// mostly share their registry, and the next is answered without a search.
+    no_exemption_from: OnceCell<String>,
     mirrors: OnceCell<Mirrors<'a>>,
     required_platforms: OnceCell<Requirement>,
     pin_digests: OnceCell<bool>,
@@ -388,6 +391,7 @@ impl<'a> Settings<'a> {
             time_budget: OnceCell::from(time_budget),
             exempt_namespaces: OnceCell::from(exempt_namespaces),
             exempt_images: OnceCell::from(exempt_images),
+            no_exemption_from: OnceCell::new(),
             mirrors: OnceCell::from(mirrors),
             required_platforms: OnceCell::from(required_platforms),
             pin_digests: OnceCell::from(raw.pin_digests),
@@ -471,7 +475,7 @@ impl<'a> Settings<'a> {
     /// Reads every member, as [`Debug`](fmt::Debug) and tests do: the first problem, if any.
     pub fn read_all(&self) -> Result<(), SettingsError> {
         let _ = (self.actions(), self.pull_secrets(), self.time_budget());
-        let _ = (self.is_namespace_exempt(""), self.is_image_exempt(""));
+        let _ = (self.exempt_namespaces(), self.exempt_images());
         let _ = (
             self.mirrors().read_all(),
             self.required_platforms(),
@@ -614,18 +618,39 @@ impl<'a> Settings<'a> {
             .get_or_init(|| self.read(Key::Audit, |raw| raw.audit, Ok))
     }
 
-    /// True when the policy must not look at requests in this namespace.
+    /// The text of the list `key` as the host wrote it, when no blank of the UI is in it (then
+    /// its strings are what a request reads); `None` for a member not written, or read the
+    /// careful way.
+    fn plain_list(&self, key: Key) -> Option<&'a str> {
+        self.members[key as usize]
+            .filter(|member| !member.blanks)
+            .map(|member| member.text)
+    }
+
+    /// True when the policy must not look at requests in this namespace. The list's text is
+    /// searched first: a request asks about one namespace once.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
-        self.exempt_namespaces
-            .get_or_init(|| {
-                self.read_strings(
-                    Key::ExemptNamespaces,
-                    |raw| raw.exempt_namespaces,
-                    |names| compile_namespaces(names, Checks::WhatRequestsUse),
-                )
-            })
+        if self.exempt_namespaces.get().is_none() {
+            if let Some(text) = self.plain_list(Key::ExemptNamespaces) {
+                let mut found = false;
+                if each_plain_string(text, |exempt| found |= exempt == namespace) {
+                    return found;
+                }
+            }
+        }
+        self.exempt_namespaces()
             .iter()
             .any(|exempt| exempt == namespace)
+    }
+
+    fn exempt_namespaces(&self) -> &[Cow<'a, str>] {
+        self.exempt_namespaces.get_or_init(|| {
+            self.read_strings(
+                Key::ExemptNamespaces,
+                |raw| raw.exempt_namespaces,
+                |names| compile_namespaces(names, Checks::WhatRequestsUse),
+            )
+        })
     }
 
     /// True when `registry` (with or without its port) may answer 404 to hide a repository.
@@ -665,6 +690,22 @@ impl<'a> Settings<'a> {
         // both spellings start with the registry: most exemptions differ from it at once, and
         // then neither spelling is written out
         let registry = reference.registry();
+        if self.no_exemption_from.get().is_some_and(|r| r == registry) {
+            return false;
+        }
+        if self.exempt_images.get().is_none() {
+            // the list's text first: no glob is made unless one may match
+            if let Some(text) = self.plain_list(Key::ExemptImages) {
+                let mut candidate = false;
+                let plain = each_plain_string(text, |glob| {
+                    candidate = candidate || globs::may_match_from(glob, registry);
+                });
+                if plain && !candidate {
+                    let _ = self.no_exemption_from.set(registry.to_owned());
+                    return false;
+                }
+            }
+        }
         self.exempt_images()
             .iter()
             .any(|glob| glob.may_match_from(registry))
@@ -1206,6 +1247,84 @@ mod tests {
         let settings = Settings::from_value(&json!({"exemptNamespaces": ["kube-system"]})).unwrap();
         assert!(settings.is_namespace_exempt("kube-system"));
         assert!(!settings.is_namespace_exempt("kube-system-2"));
+    }
+
+    #[test]
+    fn exemptions_searched_in_the_text_answer_as_the_compiled_lists() {
+        use crate::reference::ImageReference;
+        let documents = [
+            json!({"exemptNamespaces": ["kube-system", "team-a"], "exemptImages": [
+                "registry.internal/*", "docker.io/library/busybox:*", "ghcr.io/org/app:1.0"]}),
+            // escapes (a valid name written with one): the text is not searched, the list is read
+            serde_json::from_str(
+                r#"{"exemptNamespaces": ["team\u002da"], "exemptImages": ["ghcr\u002eio/*"]}"#,
+            )
+            .unwrap(),
+            // blanks of the UI: read the careful way
+            json!({"exemptNamespaces": ["", "team-a"], "exemptImages": ["", "ghcr.io/*"]}),
+            json!({"exemptNamespaces": [], "exemptImages": []}),
+        ];
+        let images = [
+            "registry.internal/team/app:1",
+            "busybox:1.36",
+            "docker.io/library/busybox2:1.36",
+            "ghcr.io/org/app:1.0",
+            "ghcr.io/org/app:1.1",
+            "quay.io/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ];
+        for document in &documents {
+            let tree = Settings::from_value(document).unwrap();
+            for text in [
+                document.to_string(),
+                serde_json::to_string_pretty(document).unwrap(),
+            ] {
+                for namespace in ["kube-system", "team-a", "team-b", ""] {
+                    // each query on fresh settings: the text is searched before any list is read
+                    let read = Settings::from_json(&text).unwrap();
+                    assert_eq!(
+                        read.is_namespace_exempt(namespace),
+                        tree.is_namespace_exempt(namespace),
+                        "{text} {namespace}"
+                    );
+                }
+                for image in images {
+                    let reference = ImageReference::parse(image).unwrap();
+                    let read = Settings::from_json(&text).unwrap();
+                    assert_eq!(
+                        read.is_reference_exempt(&reference),
+                        tree.is_reference_exempt(&reference),
+                        "{text} {image}"
+                    );
+                }
+            }
+        }
+        // written with escapes, the names are decoded before they are compared
+        let escaped =
+            r#"{"exemptNamespaces": ["team\u002da"], "exemptImages": ["ghcr\u002eio/*"]}"#;
+        assert!(Settings::from_json(escaped)
+            .unwrap()
+            .is_namespace_exempt("team-a"));
+        let ghcr = ImageReference::parse("ghcr.io/org/app:1.0").unwrap();
+        assert!(Settings::from_json(escaped)
+            .unwrap()
+            .is_reference_exempt(&ghcr));
+        // the cases the text answers alone are there: an exempt namespace and image, and not
+        let first = documents[0].to_string();
+        let read = Settings::from_json(&first).unwrap();
+        assert!(read.is_namespace_exempt("team-a") && !read.is_namespace_exempt("team-b"));
+        let exempt = ImageReference::parse("registry.internal/team/app:1").unwrap();
+        assert!(read.is_reference_exempt(&exempt));
+        let other = ImageReference::parse("quay.io/a/b:1").unwrap();
+        assert!(!read.is_reference_exempt(&other));
+        // a registry found without exemption is remembered; another is searched again
+        let read = Settings::from_json(&first).unwrap();
+        assert!(!read.is_reference_exempt(&other));
+        assert_eq!(
+            read.no_exemption_from.get().map(String::as_str),
+            Some("quay.io")
+        );
+        assert!(!read.is_reference_exempt(&ImageReference::parse("quay.io/c/d:2").unwrap()));
+        assert!(read.is_reference_exempt(&exempt));
     }
 
     #[test]
