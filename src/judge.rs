@@ -150,7 +150,7 @@ impl<H: Host> Judge<'_, '_, '_, H> {
         let pinned = format!("{}@{}", container.image, found.digest);
         let by_digest = ImageReference::parse(&format!("{}@{}", image.name(), found.digest));
         let digest_chain = match &by_digest {
-            Ok(by_digest) => self.settings.mirrors().locations(by_digest),
+            Ok(by_digest) => self.settings.locations(by_digest),
             Err(_) => Vec::new(),
         };
         let reaches_found = digest_chain

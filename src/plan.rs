@@ -165,7 +165,7 @@ impl Check {
         if let Ok(reference) = &self.reference {
             self.chain = std::iter::once(reference)
                 .chain(&self.alternatives)
-                .flat_map(|reference| settings.mirrors().locations(reference))
+                .flat_map(|reference| settings.locations(reference))
                 .collect();
         }
     }

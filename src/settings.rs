@@ -17,7 +17,7 @@ use crate::field_error::FieldError;
 use crate::globs::{self, Glob};
 use crate::json_extent::{each_plain_string, string_list, ExtentError, Scanner};
 use crate::lookup_scope::LookupScope;
-use crate::mirrors::{Mirrors, RegistryRule};
+use crate::mirrors::{Location, Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
 use crate::short_names::{ShortNameRules, ShortNames};
@@ -265,6 +265,8 @@ pub struct Settings<'a> {
     /// A registry no exemption can match, found in the list's text: the images of a request
     /// mostly share their registry, and the next is answered without a search.
     no_exemption_from: OnceCell<String>,
+    /// A registry no mirror rule can match, found in the rules' text.
+    no_mirror_for: OnceCell<String>,
     mirrors: OnceCell<Mirrors<'a>>,
     required_platforms: OnceCell<Requirement>,
     pin_digests: OnceCell<bool>,
@@ -392,6 +394,7 @@ impl<'a> Settings<'a> {
             exempt_namespaces: OnceCell::from(exempt_namespaces),
             exempt_images: OnceCell::from(exempt_images),
             no_exemption_from: OnceCell::new(),
+            no_mirror_for: OnceCell::new(),
             mirrors: OnceCell::from(mirrors),
             required_platforms: OnceCell::from(required_platforms),
             pin_digests: OnceCell::from(raw.pin_digests),
@@ -537,6 +540,43 @@ impl<'a> Settings<'a> {
                 )
             })
         })
+    }
+
+    /// The locations a node tries for `reference`, in order, as [`Mirrors::locations`] says;
+    /// without reading a rule when no string of the rules' text can be the prefix of a rule
+    /// matching the image's registry (remembered for the request's other images).
+    pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
+        let registry = reference.registry();
+        let no_rule = self.no_mirror_for.get().is_some_and(|r| r == registry)
+            || (self.mirrors.get().is_none() && self.no_rule_in_text_for(registry));
+        if no_rule {
+            return vec![Location {
+                reference: reference.clone(),
+                is_mirror: false,
+            }];
+        }
+        self.mirrors().locations(reference)
+    }
+
+    /// True when no string of the `registries` text can be a prefix matching a name in
+    /// `registry`: a literal prefix that matches is a start of the registry or starts with it,
+    /// and a wildcard starts with `*`. False when the text is not plain (escapes, blanks).
+    fn no_rule_in_text_for(&self, registry: &str) -> bool {
+        let Some(text) = self.plain_list(Key::Registries) else {
+            return false;
+        };
+        let mut candidate = false;
+        let plain = each_plain_string(text, |s| {
+            candidate = candidate
+                || s.starts_with('*')
+                || registry.starts_with(s)
+                || s.starts_with(registry);
+        });
+        let none = plain && !candidate;
+        if none {
+            let _ = self.no_mirror_for.set(registry.to_owned());
+        }
+        none
     }
 
     /// Platforms every image must serve.
@@ -1247,6 +1287,58 @@ mod tests {
         let settings = Settings::from_value(&json!({"exemptNamespaces": ["kube-system"]})).unwrap();
         assert!(settings.is_namespace_exempt("kube-system"));
         assert!(!settings.is_namespace_exempt("kube-system-2"));
+    }
+
+    #[test]
+    fn mirror_locations_found_from_the_text_are_those_of_the_rules() {
+        use crate::reference::ImageReference;
+        let documents = [
+            json!({"registries": [
+                {"prefix": "docker.io/library", "mirrors": [{"location": "mirror.internal/hub"}]},
+                {"prefix": "127.0.0.1", "mirrors": [{"location": "m.internal:5000/local"}]},
+                {"prefix": "*.corp.example", "mirrors": [{"location": "m.internal/corp"}]},
+                {"prefix": "quay.io/org/app", "location": "quay.internal/app"}]}),
+            json!({"registries": [{"prefix": "registry.example.com/team",
+                "mirrors": [{"location": "ghcr.io/x", "pullFromMirror": "digest-only"}]}]}),
+            serde_json::from_str(r#"{"registries": [{"prefix": "docker\u002eio", "mirrors": [{"location": "m.io/hub"}]}]}"#).unwrap(),
+            json!({"registries": []}),
+        ];
+        let images = [
+            "nginx:1.27",
+            "docker.io/other/app:1",
+            "127.0.0.1:5000/bench/img-0:1.0",
+            "a.corp.example/x/y:2",
+            "quay.io/org/app:3",
+            "quay.io/org/application:3",
+            "registry.example.com/team/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "ghcr.io/x/y:1",
+        ];
+        for document in &documents {
+            let tree = Settings::from_value(document).unwrap();
+            for text in [
+                document.to_string(),
+                serde_json::to_string_pretty(document).unwrap(),
+            ] {
+                let read = Settings::from_json(&text).unwrap();
+                // twice each: the second answered from what the first remembered
+                for image in images.iter().chain(&images) {
+                    let reference = ImageReference::parse(image).unwrap();
+                    assert_eq!(
+                        read.locations(&reference),
+                        tree.mirrors().locations(&reference),
+                        "{text} {image}"
+                    );
+                }
+            }
+        }
+        // a registry no rule names is answered from the text, without reading a rule
+        let second = documents[1].to_string();
+        let read = Settings::from_json(&second).unwrap();
+        let image = ImageReference::parse("quay.io/x/y:1").unwrap();
+        assert_eq!(read.locations(&image).len(), 1);
+        assert!(read.mirrors.get().is_none());
+        let matched = ImageReference::parse("registry.example.com/team/a@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef").unwrap();
+        assert_eq!(read.locations(&matched).len(), 2);
     }
 
     #[test]
