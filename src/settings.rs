@@ -566,11 +566,15 @@ impl<'a> Settings<'a> {
             return false;
         };
         let mut candidate = false;
+        let first = registry.as_bytes().first().copied();
         let plain = each_plain_string(text, |s| {
+            // most strings differ from the registry in their first byte
             candidate = candidate
-                || s.starts_with('*')
-                || registry.starts_with(s)
-                || s.starts_with(registry);
+                || match s.as_bytes().first() {
+                    Some(b'*') => true,
+                    Some(&byte) if Some(byte) != first => false,
+                    _ => registry.starts_with(s) || s.starts_with(registry),
+                };
         });
         let none = plain && !candidate;
         if none {
