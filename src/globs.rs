@@ -28,7 +28,7 @@ enum Shape {
     Compiled(Option<glob::Pattern>),
 }
 
-/// Where a glob's literal prefix and a name part ([`Glob::walk_literal`]).
+/// Where a glob's literal prefix and a name part ([`walk_literal`]).
 enum Walk {
     /// The glob's text ended, the name equal to it so far.
     TextEnd,
@@ -91,7 +91,7 @@ impl<'a> Glob<'a> {
     /// True when `name` matches, as `glob::Pattern::matches` says. The literal prefix is
     /// compared as it is walked: a glob and a name usually differ in their first bytes.
     pub fn matches(&self, name: &str) -> bool {
-        match self.walk_literal(name) {
+        match walk_literal(&self.text, name) {
             Walk::TextEnd => name.len() == self.text.len(),
             Walk::Wildcard(literal) => {
                 match self.shape.get_or_init(|| Shape::of(&self.text, literal)) {
@@ -107,10 +107,6 @@ impl<'a> Glob<'a> {
     /// `start` differ where both have bytes, or the glob is literal and shorter.
     pub fn may_match_from(&self, start: &str) -> bool {
         may_match_from(&self.text, start)
-    }
-
-    fn walk_literal(&self, name: &str) -> Walk {
-        walk_literal(&self.text, name)
     }
 
     /// The glob as written.

@@ -160,14 +160,12 @@ impl<'a> Scanner<'a> {
             self.literal()?;
             return Ok(&self.text[start..self.at]);
         };
-        let container = first != b'"';
-        if let Some(end) = container
-            .then(|| blocks::container_end(bytes, start, MAX_DEPTH as u32).ok())
-            .flatten()
-        {
-            self.blanks |= end.blanks;
-            self.at = end.at;
-            return Ok(&self.text[start..end.at]);
+        if first != b'"' {
+            if let Ok(end) = blocks::container_end(bytes, start, MAX_DEPTH as u32) {
+                self.blanks |= end.blanks;
+                self.at = end.at;
+                return Ok(&self.text[start..end.at]);
+            }
         }
         // an escape, or text that does not end the value: byte by byte, which follows escapes
         // and says what is wrong

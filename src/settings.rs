@@ -547,40 +547,28 @@ impl<'a> Settings<'a> {
     /// matching the image's registry (remembered for the request's other images).
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
         let registry = reference.registry();
-        let no_rule = self.no_mirror_for.get().is_some_and(|r| r == registry)
-            || (self.mirrors.get().is_none() && self.no_rule_in_text_for(registry));
-        if no_rule {
+        let first = registry.as_bytes().first().copied();
+        // a literal prefix matching a name in `registry` starts the registry or starts with
+        // it, and a wildcard starts with `*`; most strings differ in their first byte
+        let may_match = |s: &str| match s.as_bytes().first() {
+            Some(b'*') => true,
+            Some(&byte) if Some(byte) != first => false,
+            _ => registry.starts_with(s) || s.starts_with(registry),
+        };
+        let read = self.mirrors.get().is_some();
+        if self.ruled_out(
+            Key::Registries,
+            &self.no_mirror_for,
+            registry,
+            read,
+            may_match,
+        ) {
             return vec![Location {
                 reference: reference.clone(),
                 is_mirror: false,
             }];
         }
         self.mirrors().locations(reference)
-    }
-
-    /// True when no string of the `registries` text can be a prefix matching a name in
-    /// `registry`: a literal prefix that matches is a start of the registry or starts with it,
-    /// and a wildcard starts with `*`. False when the text is not plain (escapes, blanks).
-    fn no_rule_in_text_for(&self, registry: &str) -> bool {
-        let Some(text) = self.plain_list(Key::Registries) else {
-            return false;
-        };
-        let mut candidate = false;
-        let first = registry.as_bytes().first().copied();
-        let plain = each_plain_string(text, |s| {
-            // most strings differ from the registry in their first byte
-            candidate = candidate
-                || match s.as_bytes().first() {
-                    Some(b'*') => true,
-                    Some(&byte) if Some(byte) != first => false,
-                    _ => registry.starts_with(s) || s.starts_with(registry),
-                };
-        });
-        let none = plain && !candidate;
-        if none {
-            let _ = self.no_mirror_for.set(registry.to_owned());
-        }
-        none
     }
 
     /// Platforms every image must serve.
@@ -671,15 +659,43 @@ impl<'a> Settings<'a> {
             .map(|member| member.text)
     }
 
+    /// Whether some string of the list `key` satisfies `test`, answered from the text the host
+    /// wrote without building the list; `None` when that text cannot answer (not written, the
+    /// UI's blanks, escapes).
+    fn text_has(&self, key: Key, mut test: impl FnMut(&str) -> bool) -> Option<bool> {
+        let text = self.plain_list(key)?;
+        let mut found = false;
+        each_plain_string(text, |s| found = found || test(s)).then_some(found)
+    }
+
+    /// True when no string of the member `key` can match a name in `registry` (`may_match`
+    /// says which could), so that the member need not be read for it: remembered in
+    /// `none_for`, since a request's images mostly share their registry. Once the member is
+    /// `read`, only what was remembered answers.
+    fn ruled_out(
+        &self,
+        key: Key,
+        none_for: &OnceCell<String>,
+        registry: &str,
+        read: bool,
+        may_match: impl FnMut(&str) -> bool,
+    ) -> bool {
+        if none_for.get().is_some_and(|r| r == registry) {
+            return true;
+        }
+        let ruled_out = !read && self.text_has(key, may_match) == Some(false);
+        if ruled_out {
+            let _ = none_for.set(registry.to_owned());
+        }
+        ruled_out
+    }
+
     /// True when the policy must not look at requests in this namespace. The list's text is
     /// searched first: a request asks about one namespace once.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         if self.exempt_namespaces.get().is_none() {
-            if let Some(text) = self.plain_list(Key::ExemptNamespaces) {
-                let mut found = false;
-                if each_plain_string(text, |exempt| found |= exempt == namespace) {
-                    return found;
-                }
+            if let Some(found) = self.text_has(Key::ExemptNamespaces, |s| s == namespace) {
+                return found;
             }
         }
         self.exempt_namespaces()
@@ -734,21 +750,17 @@ impl<'a> Settings<'a> {
         // both spellings start with the registry: most exemptions differ from it at once, and
         // then neither spelling is written out
         let registry = reference.registry();
-        if self.no_exemption_from.get().is_some_and(|r| r == registry) {
+        // the list's text first: no glob is made unless one may match
+        let read = self.exempt_images.get().is_some();
+        let may_match = |glob: &str| globs::may_match_from(glob, registry);
+        if self.ruled_out(
+            Key::ExemptImages,
+            &self.no_exemption_from,
+            registry,
+            read,
+            may_match,
+        ) {
             return false;
-        }
-        if self.exempt_images.get().is_none() {
-            // the list's text first: no glob is made unless one may match
-            if let Some(text) = self.plain_list(Key::ExemptImages) {
-                let mut candidate = false;
-                let plain = each_plain_string(text, |glob| {
-                    candidate = candidate || globs::may_match_from(glob, registry);
-                });
-                if plain && !candidate {
-                    let _ = self.no_exemption_from.set(registry.to_owned());
-                    return false;
-                }
-            }
         }
         self.exempt_images()
             .iter()

@@ -59,12 +59,6 @@ pub(super) enum Stop {
     TooDeep,
 }
 
-/// The end of the list or object whose opening bracket is at `start`, nesting at most
-/// `max_depth` deep.
-pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Result<End, Stop> {
-    container_end_with(bytes, start, max_depth, marks)
-}
-
 /// The offset of the first `"` or `\\` in `bytes` from `from`.
 pub(super) fn quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
     first_marked(bytes, from, |block| {
@@ -166,18 +160,12 @@ fn prefix_xor(mut bits: u16) -> u16 {
     bits
 }
 
-/// The walk of [`container_end`] over the masks `marks_of` makes. Strings are followed by
-/// their quotes alone, so the first backslash hands over to the byte-wise scanner
-/// ([`Stop::Escape`]). A block without brackets (most of a list of strings) only flips the
-/// string state by its number of quotes; the bytes inside strings are worked out only in a
-/// block with brackets.
-#[inline(always)]
-fn container_end_with(
-    bytes: &[u8],
-    start: usize,
-    max_depth: u32,
-    marks_of: impl Fn(&[u8; BLOCK]) -> Marks,
-) -> Result<End, Stop> {
+/// The end of the list or object whose opening bracket is at `start`, nesting at most
+/// `max_depth` deep. Strings are followed by their quotes alone, so the first backslash hands
+/// over to the byte-wise scanner ([`Stop::Escape`]). A block without brackets (most of a list
+/// of strings) only flips the string state by its number of quotes; the bytes inside strings
+/// are worked out only in a block with brackets.
+pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Result<End, Stop> {
     let mut depth = 0u32;
     // all ones when the previous block ended inside a string
     let mut in_string = 0u16;
@@ -188,7 +176,7 @@ fn container_end_with(
     let mut tail = [b' '; BLOCK];
     loop {
         let (block, last) = block_at(bytes, at, &mut tail).ok_or(Stop::Unterminated)?;
-        let marks = marks_of(block);
+        let marks = marks(block);
         // two quotes in a row: an empty string (a closing quote followed by an opening one
         // would be invalid JSON); inside a string a quote is escaped, and escapes stop the walk
         blanks |= marks.quote & ((marks.quote << 1) | quote_before) != 0;
