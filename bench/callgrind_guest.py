@@ -44,6 +44,13 @@ def name_of(address, starts, entries):
     return None, 0
 
 
+def add(per_function, name, size, values):
+    """Adds one cost line's `values` to function `name` (its size first, then the events)."""
+    total = per_function.setdefault(name, [size] + [0] * len(values))
+    for k, v in enumerate(values):
+        total[k + 1] += v
+
+
 def per_address(out, starts, entries):
     """(events, per_function) from a profile written with --dump-instr=yes
     --compress-pos=no, or None when it was not: every cost line's address named by the map.
@@ -66,9 +73,7 @@ def per_address(out, starts, entries):
                 if name is None:
                     continue
                 values = [int(v) for v in cells[len(positions):]]
-                total = per_function.setdefault(name, [size] + [0] * len(events))
-                for k, v in enumerate(values):
-                    total[k + 1] += v
+                add(per_function, name, size, values)
     if positions is None or positions[0] != "instr":
         return None
     return events, per_function
@@ -115,9 +120,7 @@ def per_function_of(out, event, starts, entries):
         name, size = name_of(int(match.group(1), 16), starts, entries)
         if name is None:
             continue
-        total = per_function.setdefault(name, [size] + [0] * len(events))
-        for k, v in enumerate(values):
-            total[k + 1] += v
+        add(per_function, name, size, values)
     if events is None:
         sys.exit(f"{out}: no events in callgrind_annotate's output")
     return events, per_function
