@@ -67,13 +67,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
         budget.resume(host);
     }
     let credentialed = settings.pull_secrets().credentialed_lookups;
-    let mut lookups = Lookups::start(
-        &plan.pods,
-        settings.lookup_scope(),
-        credentialed,
-        &budget,
-        host,
-    );
+    let mut lookups = Lookups::start(&plan.pods, settings, credentialed, &budget, host);
     if let Some(broker) = settings.lookup_broker() {
         lookups.through_broker(BrokerRoutes::plan(
             broker,

@@ -334,6 +334,31 @@ pub fn each_plain_string(text: &str, mut each: impl FnMut(&str)) -> bool {
     })
 }
 
+/// [`each_plain_string`] of the strings whose first byte is one of `firsts` (never an empty
+/// one): the question a caller asks can only be true of them. Found a block at a time without
+/// pairing the quotes when `firsts` are letters, digits or glob wildcards, none of which
+/// follows a closing quote in JSON; otherwise by [`each_plain_string`].
+pub fn each_plain_string_starting(text: &str, firsts: [u8; 4], mut each: impl FnMut(&str)) -> bool {
+    let opens_only = |byte: &u8| byte.is_ascii_alphanumeric() || matches!(byte, b'*' | b'?' | b'[');
+    if !firsts.iter().all(opens_only) {
+        return each_plain_string(text, |string| {
+            if string
+                .as_bytes()
+                .first()
+                .is_some_and(|byte| firsts.contains(byte))
+            {
+                each(string);
+            }
+        });
+    }
+    blocks::strings_starting(text.as_bytes(), firsts, |start, end| {
+        // both ends are at ASCII bytes: character boundaries
+        if let Some(string) = text.get(start..end) {
+            each(string);
+        }
+    })
+}
+
 /// True when `gap` is `punctuation` with whitespace around it.
 fn only_separator(gap: &[u8], punctuation: u8) -> bool {
     matches!(gap.trim_ascii(), [byte] if *byte == punctuation)
@@ -454,6 +479,56 @@ mod tests {
         ] {
             assert_eq!(strings(refused), None, "{refused}");
         }
+    }
+
+    #[test]
+    fn strings_by_their_first_byte_are_those_of_every_string_so_starting() {
+        let texts = [
+            r#"["registry.internal/team-0/*", "docker.io/x:*", "*.corp", "?a", "[ab]c", "r"]"#,
+            r#"[{"prefix":"reg.example","mirrors":[{"location":"m:5000/s","insecure":false}]}]"#,
+            r#"["kube-system","team-a","team-exempt-1","t"]"#,
+            r#"["a\"b", "r"]"#,
+        ];
+        let firsts_tried = [
+            *b"r*?[",
+            *b"dddd",
+            *b"tttt",
+            *b"m*mm",
+            *b",,,,",
+            *b"\"\"\"\"",
+        ];
+        for text in texts {
+            for firsts in firsts_tried {
+                // shifted so that every quote falls on every position of a block
+                for pad in 0..18 {
+                    let padded = format!("{}{text}", " ".repeat(pad));
+                    let (mut all, mut some) = (Vec::new(), Vec::new());
+                    let every = each_plain_string(&padded, |s| {
+                        if s.as_bytes().first().is_some_and(|b| firsts.contains(b)) {
+                            all.push(s.to_owned());
+                        }
+                    });
+                    let starting =
+                        each_plain_string_starting(&padded, firsts, |s| some.push(s.to_owned()));
+                    assert_eq!(starting, every, "{padded} {firsts:?}");
+                    if every {
+                        assert_eq!(some, all, "{padded} {firsts:?}");
+                    }
+                }
+            }
+        }
+        // a string asked about that does not end stops the search
+        assert!(!each_plain_string_starting(
+            r#"["unterminated"#,
+            *b"uuuu",
+            |_| {}
+        ));
+        let mut found = Vec::new();
+        assert!(each_plain_string_starting(texts[0], *b"r*?[", |s| found.push(s.to_owned())));
+        assert_eq!(
+            found,
+            ["registry.internal/team-0/*", "*.corp", "?a", "[ab]c", "r"]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::broker::BrokerRoutes;
 use crate::credential_attempts;
 use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ImageLookup, ResolveImagesRequest};
-use crate::lookup_scope::LookupScope;
+use crate::lookup_scope::Scope;
 use crate::mirrors::Location;
 use crate::plan::{Pod, PodId};
 use crate::reference::ImageReference;
@@ -31,7 +31,7 @@ struct LookupKey {
 /// The lookups of one request, each made at most once.
 #[derive(Debug)]
 pub struct Lookups<'s> {
-    scope: &'s LookupScope<'s>,
+    scope: &'s dyn Scope,
     /// What the scope says of each registry asked about (few per request).
     refusals: Vec<(String, Option<Failure>)>,
     results: BTreeMap<LookupKey, LookupResult>,
@@ -51,7 +51,7 @@ impl<'s> Lookups<'s> {
     /// demand.
     pub fn start(
         pods: &[Pod],
-        scope: &'s LookupScope<'s>,
+        scope: &'s dyn Scope,
         credentialed: bool,
         budget: &Budget,
         host: &impl Host,
@@ -158,10 +158,10 @@ impl<'s> Lookups<'s> {
     }
 }
 
-/// [`LookupScope::refusal`], asked once per registry of the request (`known`).
+/// [`Scope::refusal`], asked once per registry of the request (`known`).
 fn refusal(
     known: &mut Vec<(String, Option<Failure>)>,
-    scope: &LookupScope<'_>,
+    scope: &dyn Scope,
     reference: &ImageReference,
 ) -> Option<Failure> {
     let registry = reference.registry();
@@ -186,8 +186,9 @@ struct Batch {
 impl Batch {
     /// Every distinct (pod, image, location): one keyring lookup by the image's own name, whose
     /// credentials go to every location of its chain, as the kubelet and the runtime do.
-    fn of(pods: &[Pod], keyrings: &[&Keyring], scope: &LookupScope<'_>) -> Self {
+    fn of(pods: &[Pod], keyrings: &[&Keyring], scope: &dyn Scope) -> Self {
         let mut batch = Batch::default();
+        let mut refusals = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let checks = pods.iter().zip(keyrings).flat_map(|(pod, keyring)| {
             pod.checks
@@ -213,7 +214,7 @@ impl Batch {
                 if !seen.insert(key.clone()) {
                     continue;
                 }
-                if let Some(refusal) = scope.refusal(&location.reference) {
+                if let Some(refusal) = refusal(&mut refusals, scope, &location.reference) {
                     batch.refused.insert(key, Err(refusal));
                     continue;
                 }
@@ -234,7 +235,7 @@ impl Batch {
 fn look_up_with_credentials(
     pods: &[Pod],
     keyrings: &[&Keyring],
-    scope: &LookupScope<'_>,
+    scope: &dyn Scope,
     budget: &Budget,
     host: &impl Host,
 ) -> Result<BTreeMap<LookupKey, LookupResult>, String> {

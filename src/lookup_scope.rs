@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::Glob;
+use crate::json_extent::{each_plain_string, each_plain_string_starting};
 use crate::reference::ImageReference;
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local
@@ -85,8 +86,70 @@ impl<'a> LookupScope<'a> {
         Ok(LookupScope { registries, denied })
     }
 
+    /// [`Scope::refusal`] answered from the settings' text without compiling either list:
+    /// `registries` is the text of `lookupRegistries` and `denied` that of
+    /// `deniedLookupNetworks` (`None`: not written), both free of the Kubewarden UI's blanks.
+    /// Only the entries that can concern `reference` are read: the networks of its address's
+    /// family when its host is an address, the patterns starting with its registry's first
+    /// byte or a wildcard. `None` when the text cannot answer (an escape, such an entry that
+    /// does not parse): the compiled scope then answers, or names the entry. An entry of
+    /// neither kind is not checked here; `validate_settings` refused it when the policy was
+    /// loaded.
+    pub fn refusal_from_text(
+        reference: &ImageReference,
+        registries: Option<&str>,
+        denied: Option<&str>,
+    ) -> Option<Option<Failure>> {
+        let registry = reference.registry();
+        let host = host_of(registry);
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            let network = match denied {
+                None => DEFAULT_DENIED.iter().copied().find(|n| n.contains(ip)),
+                Some(text) => denying_network(text, ip)?,
+            };
+            if let Some(network) = network {
+                return Some(Some(denied_failure(registry, network)));
+            }
+        }
+        // not written, or an empty list: every registry
+        let Some(text) = registries.filter(|text| text.contains('"')) else {
+            return Some(None);
+        };
+        let first = registry.as_bytes().first().copied()?;
+        let host_first = host.as_bytes().first().copied()?;
+        // a glob whose first byte is a literal other than the registry's or the host's matches
+        // neither (they differ only for `[v6]:port`, whose `[` is also a wildcard's)
+        let firsts = if first == b'[' {
+            [first, host_first, b'*', b'?']
+        } else {
+            [first, b'*', b'?', b'[']
+        };
+        let (mut listed, mut unreadable) = (false, false);
+        let complete = each_plain_string_starting(text, firsts, |pattern| {
+            if listed || unreadable {
+                return;
+            }
+            match compile_registry_pattern(pattern) {
+                Ok(glob) => listed = glob.matches(registry) || glob.matches(host),
+                Err(_) => unreadable = true,
+            }
+        });
+        if !complete || unreadable {
+            return None;
+        }
+        Some((!listed).then(|| not_listed_failure(registry)))
+    }
+}
+
+/// Whether a location's registry may be asked: the compiled [`LookupScope`], or the settings
+/// answering from the text the host sent when a request has not compiled it.
+pub trait Scope: fmt::Debug {
     /// Why `reference`'s registry is not asked, or `None` when it may be.
-    pub fn refusal(&self, reference: &ImageReference) -> Option<Failure> {
+    fn refusal(&self, reference: &ImageReference) -> Option<Failure>;
+}
+
+impl Scope for LookupScope<'_> {
+    fn refusal(&self, reference: &ImageReference) -> Option<Failure> {
         let registry = reference.registry();
         let host = host_of(registry);
         if let Some(network) = host
@@ -94,23 +157,49 @@ impl<'a> LookupScope<'a> {
             .ok()
             .and_then(|ip| self.denied.iter().find(|network| network.contains(ip)))
         {
-            return Some(Failure::new(
-                FailureKind::NotLookedUp,
-                format!("not looked up: {registry} is in {network}, a network lookups are never sent to (deniedLookupNetworks; link-local addresses serve cloud metadata)"),
-            ));
+            return Some(denied_failure(registry, *network));
         }
         let listed = self.registries.is_empty()
             || self
                 .registries
                 .iter()
                 .any(|pattern| pattern.matches(registry) || pattern.matches(host));
-        (!listed).then(|| {
-            Failure::new(
-                FailureKind::NotLookedUp,
-                format!("not looked up: registry {registry} is not in lookupRegistries"),
-            )
-        })
+        (!listed).then(|| not_listed_failure(registry))
     }
+}
+
+/// The first network of the list `text` holding `ip`, reading only the networks of its
+/// family (an IPv4-mapped address counts as IPv4, as [`Network::contains`] says); `None` when
+/// the text cannot answer (an escape, such a network that does not parse).
+fn denying_network(text: &str, ip: IpAddr) -> Option<Option<Network>> {
+    let v6 = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none());
+    let (mut found, mut unreadable) = (None, false);
+    let complete = each_plain_string(text, |cidr| {
+        if found.is_some() || unreadable || cidr.contains(':') != v6 {
+            return;
+        }
+        match Network::parse(cidr) {
+            Ok(network) => found = network.contains(ip).then_some(network),
+            Err(_) => unreadable = true,
+        }
+    });
+    (complete && !unreadable).then_some(found)
+}
+
+/// A lookup refused for its address.
+fn denied_failure(registry: &str, network: Network) -> Failure {
+    Failure::new(
+        FailureKind::NotLookedUp,
+        format!("not looked up: {registry} is in {network}, a network lookups are never sent to (deniedLookupNetworks; link-local addresses serve cloud metadata)"),
+    )
+}
+
+/// A lookup refused for a registry `lookupRegistries` does not list.
+fn not_listed_failure(registry: &str) -> Failure {
+    Failure::new(
+        FailureKind::NotLookedUp,
+        format!("not looked up: registry {registry} is not in lookupRegistries"),
+    )
 }
 
 /// `registry.example:5000` → `registry.example`; `[fe80::1]:5000` → `fe80::1`.
@@ -292,5 +381,63 @@ mod tests {
         let v6 = Network::parse("fe80::/10").unwrap();
         assert!(v6.contains("febf::1".parse().unwrap()));
         assert!(!v6.contains("fec0::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_text_answers_as_the_compiled_scope() {
+        let registries = [
+            None,
+            Some(r#"[]"#),
+            Some(r#"["*.corp.example", "docker.io", "127.0.0.1:5000"]"#),
+            Some(r#"["registry.corp.example:5000", "?uay.io", "[gq]hcr.io", "fe80::1"]"#),
+            Some(r#"["r*", "[::1]:5000"]"#),
+        ];
+        let denied = [
+            None,
+            Some(r#"[]"#),
+            Some(r#"["169.254.0.0/16", "fe80::/10", "127.0.0.0/8", "100.64.0.0/10"]"#),
+            Some(r#"["::/0"]"#),
+        ];
+        let images = [
+            "nginx",
+            "quay.io/a/b:1",
+            "ghcr.io/a:1",
+            "registry.corp.example:5000/a:1",
+            "registry.corp.example/a:1",
+            "127.0.0.1:5000/a:1",
+            "100.64.1.1/a:1",
+            "169.254.169.254/a:1",
+            "[fe80::1]:5000/a:1",
+            "[::1]:5000/a:1",
+            "[::ffff:7f00:1]:5000/a:1",
+        ];
+        for registries in registries {
+            for denied in denied {
+                let strings = |text: Option<&str>| -> Option<Vec<String>> {
+                    text.map(|text| serde_json::from_str(text).unwrap())
+                };
+                let denied_list = strings(denied);
+                let compiled = LookupScope::new(
+                    strings(registries).unwrap_or_default(),
+                    denied_list.as_deref(),
+                )
+                .unwrap();
+                for image in images {
+                    let reference = ImageReference::parse(image).unwrap();
+                    let from_text = LookupScope::refusal_from_text(&reference, registries, denied)
+                        .unwrap_or_else(|| panic!("{image} {registries:?} {denied:?}"));
+                    assert_eq!(
+                        from_text.map(|failure| failure.detail),
+                        compiled.refusal(&reference).map(|failure| failure.detail),
+                        "{image} {registries:?} {denied:?}"
+                    );
+                }
+            }
+        }
+        // an entry that does not parse, or an escape, is left to the compiled scope
+        let reference = ImageReference::parse("127.0.0.1:5000/a:1").unwrap();
+        assert!(LookupScope::refusal_from_text(&reference, Some(r#"["1/2"]"#), None).is_none());
+        assert!(LookupScope::refusal_from_text(&reference, None, Some(r#"["1.2.3/8"]"#)).is_none());
+        assert!(LookupScope::refusal_from_text(&reference, Some(r#"["\u0031*"]"#), None).is_none());
     }
 }

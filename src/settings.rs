@@ -12,11 +12,11 @@ use serde::Deserialize;
 pub use crate::action::Action;
 use crate::broker_settings::BrokerSettings;
 use crate::custom_kinds::{CustomKind, CustomResourceRule};
-use crate::failure::FailureKind;
+use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::{self, Glob};
-use crate::json_extent::{each_plain_string, string_list, ExtentError, Scanner};
-use crate::lookup_scope::LookupScope;
+use crate::json_extent::{each_plain_string_starting, string_list, ExtentError, Scanner};
+use crate::lookup_scope::{LookupScope, Scope};
 use crate::mirrors::{Location, Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
@@ -547,19 +547,20 @@ impl<'a> Settings<'a> {
     /// matching the image's registry (remembered for the request's other images).
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
         let registry = reference.registry();
-        let first = registry.as_bytes().first().copied();
+        let first = registry.as_bytes().first().copied().unwrap_or(b'*');
         // a literal prefix matching a name in `registry` starts the registry or starts with
         // it, and a wildcard starts with `*`; most strings differ in their first byte
         let may_match = |s: &str| match s.as_bytes().first() {
             Some(b'*') => true,
-            Some(&byte) if Some(byte) != first => false,
+            Some(&byte) if byte != first => false,
             _ => registry.starts_with(s) || s.starts_with(registry),
         };
         let read = self.mirrors.get().is_some();
+        let firsts = [first, b'*', first, first];
         if self.ruled_out(
             Key::Registries,
             &self.no_mirror_for,
-            registry,
+            (registry, firsts),
             read,
             may_match,
         ) {
@@ -654,36 +655,50 @@ impl<'a> Settings<'a> {
     /// its strings are what a request reads); `None` for a member not written, or read the
     /// careful way.
     fn plain_list(&self, key: Key) -> Option<&'a str> {
-        self.members[key as usize]
-            .filter(|member| !member.blanks)
-            .map(|member| member.text)
+        self.written_plainly(key).flatten()
+    }
+
+    /// [`Settings::plain_list`], telling a member not written (`Some(None)`) from one with the
+    /// UI's blanks (`None`).
+    fn written_plainly(&self, key: Key) -> Option<Option<&'a str>> {
+        match self.members[key as usize] {
+            None => Some(None),
+            Some(member) => (!member.blanks).then_some(Some(member.text)),
+        }
     }
 
     /// Whether some string of the list `key` satisfies `test`, answered from the text the host
     /// wrote without building the list; `None` when that text cannot answer (not written, the
-    /// UI's blanks, escapes).
-    fn text_has(&self, key: Key, mut test: impl FnMut(&str) -> bool) -> Option<bool> {
+    /// UI's blanks, escapes). `test` is asked only of the strings starting with one of
+    /// `firsts`: it must be false of every other.
+    fn text_has(
+        &self,
+        key: Key,
+        firsts: [u8; 4],
+        mut test: impl FnMut(&str) -> bool,
+    ) -> Option<bool> {
         let text = self.plain_list(key)?;
         let mut found = false;
-        each_plain_string(text, |s| found = found || test(s)).then_some(found)
+        each_plain_string_starting(text, firsts, |s| found = found || test(s)).then_some(found)
     }
 
     /// True when no string of the member `key` can match a name in `registry` (`may_match`
-    /// says which could), so that the member need not be read for it: remembered in
-    /// `none_for`, since a request's images mostly share their registry. Once the member is
-    /// `read`, only what was remembered answers.
+    /// says which could; it is asked only of strings starting with one of `firsts`), so that
+    /// the member need not be read for it: remembered in `none_for`, since a request's images
+    /// mostly share their registry. Once the member is `read`, only what was remembered
+    /// answers.
     fn ruled_out(
         &self,
         key: Key,
         none_for: &OnceCell<String>,
-        registry: &str,
+        (registry, firsts): (&str, [u8; 4]),
         read: bool,
         may_match: impl FnMut(&str) -> bool,
     ) -> bool {
         if none_for.get().is_some_and(|r| r == registry) {
             return true;
         }
-        let ruled_out = !read && self.text_has(key, may_match) == Some(false);
+        let ruled_out = !read && self.text_has(key, firsts, may_match) == Some(false);
         if ruled_out {
             let _ = none_for.set(registry.to_owned());
         }
@@ -694,7 +709,10 @@ impl<'a> Settings<'a> {
     /// searched first: a request asks about one namespace once.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         if self.exempt_namespaces.get().is_none() {
-            if let Some(found) = self.text_has(Key::ExemptNamespaces, |s| s == namespace) {
+            let first = namespace.as_bytes().first().copied().unwrap_or(b'"');
+            if let Some(found) =
+                self.text_has(Key::ExemptNamespaces, [first; 4], |s| s == namespace)
+            {
                 return found;
             }
         }
@@ -753,10 +771,12 @@ impl<'a> Settings<'a> {
         // the list's text first: no glob is made unless one may match
         let read = self.exempt_images.get().is_some();
         let may_match = |glob: &str| globs::may_match_from(glob, registry);
+        // a glob starting with a literal other than the registry's first byte cannot match
+        let first = registry.as_bytes().first().copied().unwrap_or(b'*');
         if self.ruled_out(
             Key::ExemptImages,
             &self.no_exemption_from,
-            registry,
+            (registry, [first, b'*', b'?', b'[']),
             read,
             may_match,
         ) {
@@ -767,6 +787,25 @@ impl<'a> Settings<'a> {
             .any(|glob| glob.may_match_from(registry))
             && (self.is_image_exempt(&reference.to_string())
                 || self.is_image_exempt(&reference.lookup_reference()))
+    }
+}
+
+/// The lookup scope answered from the settings' text while no request step has compiled it
+/// ([`LookupScope::refusal_from_text`]): a request asks about a registry or two, and compiling
+/// every pattern and network cost it more than the question.
+impl Scope for Settings<'_> {
+    fn refusal(&self, reference: &ImageReference) -> Option<Failure> {
+        if self.lookup_scope.get().is_none() {
+            let registries = self.written_plainly(Key::LookupRegistries);
+            let denied = self.written_plainly(Key::DeniedLookupNetworks);
+            if let (Some(registries), Some(denied)) = (registries, denied) {
+                if let Some(answer) = LookupScope::refusal_from_text(reference, registries, denied)
+                {
+                    return answer;
+                }
+            }
+        }
+        self.lookup_scope().refusal(reference)
     }
 }
 

@@ -496,13 +496,25 @@ fn only_listed_registries_are_asked() {
             .contains("not looked up: registry blackhole.example.net is not in lookupRegistries"),
         "{warnings:?}"
     );
-    // a request reads the settings it needs: this one asks, and is refused with the problem
-    let refused = run(&request, json!({"lookupRegistries": ["a/b"]}), &host);
+    // a request reads the entries that can concern its registries: one that starts like
+    // blackhole.example.net is read, and the request is refused with its problem
+    let refused = run(
+        &request,
+        json!({"lookupRegistries": ["*.example.com", "blackhole.example.net/app"]}),
+        &host,
+    );
     assert_eq!(refused["accepted"], false);
     assert!(
-        message(&refused).contains("lookupRegistries[0]"),
+        message(&refused).contains("lookupRegistries[1]"),
         "{refused}"
     );
+    // one that cannot match them is not read (validate_settings refused it when the policy
+    // was loaded): the registries it could not name are judged by the others
+    let unread = json!({"lookupRegistries": ["*.example.com", "a/b"]});
+    assert_invalid_settings_named(&unread, "lookupRegistries[1]");
+    let unread = run(&request, unread, &host);
+    assert_eq!(unread["accepted"], true, "{unread}");
+    assert_eq!(message(&unread), message(&response), "{unread}");
 }
 
 /// The Deployment fixture's UPDATE that only scales, with `change` applied to the new template.

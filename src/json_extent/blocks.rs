@@ -18,10 +18,10 @@ compile_error!(
 );
 
 #[cfg(target_arch = "wasm32")]
-use simd::{high_bits, marks, quotes_and_backslashes};
+use simd::{high_bits, marks, quotes_and_backslashes, quotes_backslashes_and};
 
 #[cfg(not(target_arch = "wasm32"))]
-use bytewise::{high_bits, marks, quotes_and_backslashes};
+use bytewise::{high_bits, marks, quotes_and_backslashes, quotes_backslashes_and};
 
 /// Bytes per block.
 const BLOCK: usize = 16;
@@ -86,6 +86,60 @@ pub(super) fn string_spans(bytes: &[u8], mut each: impl FnMut(usize, usize)) -> 
                 None => open = Some(position + 1),
                 Some(start) => each(start, position),
             }
+        }
+        if last {
+            break;
+        }
+        at += BLOCK;
+    }
+    open.is_none()
+}
+
+/// [`string_spans`] of the strings whose first byte is one of `firsts` alone, found without
+/// pairing every quote: in JSON without escapes, a quote followed by a byte that is neither
+/// whitespace nor punctuation opens a string (a closing quote is followed by whitespace or
+/// punctuation), so a block is one mask, and only the strings asked about are followed to
+/// their closing quote. `firsts` must hold neither (the caller checks). False, having
+/// stopped, at the first backslash or a string asked about that does not end.
+pub(super) fn strings_starting(
+    bytes: &[u8],
+    firsts: [u8; 4],
+    mut each: impl FnMut(usize, usize),
+) -> bool {
+    let mut at = 0;
+    // 1 when the previous block ended with a quote
+    let mut quote_before = 0u16;
+    // the contents' start of a string asked about whose closing quote is still ahead
+    let mut open: Option<usize> = None;
+    let mut tail = [b' '; BLOCK];
+    while let Some((block, last)) = block_at(bytes, at, &mut tail) {
+        let (mut quotes, backslashes, first) = quotes_backslashes_and(block, firsts);
+        if backslashes != 0 {
+            return false;
+        }
+        // bit i: a string's contents start at byte i with a byte asked about
+        let mut starts = ((quotes << 1) | quote_before) & first;
+        quote_before = quotes >> (BLOCK - 1);
+        loop {
+            if let Some(start) = open {
+                // its closing quote: the first quote from its contents' start on
+                let closing = quotes & (u16::MAX << start.saturating_sub(at));
+                if closing == 0 {
+                    break;
+                }
+                let end = closing.trailing_zeros();
+                each(start, at + end as usize);
+                open = None;
+                // what is up to the closing quote is read
+                let read = u16::MAX >> (BLOCK as u32 - 1 - end);
+                quotes &= !read;
+                starts &= !read;
+            }
+            if starts == 0 {
+                break;
+            }
+            open = Some(at + starts.trailing_zeros() as usize);
+            starts &= starts - 1;
         }
         if last {
             break;
@@ -264,6 +318,15 @@ mod simd {
         (mask(v, b'"'), mask(v, b'\\'))
     }
 
+    /// The quotes, the backslashes and the bytes equal to one of `firsts` of a block.
+    #[inline(always)]
+    pub(super) fn quotes_backslashes_and(block: &[u8; BLOCK], firsts: [u8; 4]) -> (u16, u16, u16) {
+        let v = load(block);
+        let [a, b, c, d] = firsts.map(|byte| i8x16_eq(v, u8x16_splat(byte)));
+        let any = v128_or(v128_or(a, b), v128_or(c, d));
+        (mask(v, b'"'), mask(v, b'\\'), i8x16_bitmask(any))
+    }
+
     /// The bytes of a block with their high bit set (not ASCII).
     #[inline(always)]
     pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
@@ -301,6 +364,15 @@ mod bytewise {
     pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u16, u16) {
         let marks = marks(block);
         (marks.quote, marks.backslash)
+    }
+
+    /// The quotes, the backslashes and the bytes equal to one of `firsts` of a block.
+    pub(super) fn quotes_backslashes_and(block: &[u8; BLOCK], firsts: [u8; 4]) -> (u16, u16, u16) {
+        let (quotes, backslashes) = quotes_and_backslashes(block);
+        let first = (0..BLOCK)
+            .filter(|&i| firsts.contains(&block[i]))
+            .fold(0, |bits, i| bits | 1 << i);
+        (quotes, backslashes, first)
     }
 
     /// The bytes of a block with their high bit set (not ASCII).
