@@ -18,13 +18,36 @@ compile_error!(
 );
 
 #[cfg(target_arch = "wasm32")]
-use simd::{high_bits, marks, quotes_and_backslashes, quotes_backslashes_and};
+use simd::{
+    has_start_or_backslash, high_bits, marks, plain_chunk, quotes_and_backslashes,
+    quotes_backslashes_and,
+};
 
 #[cfg(not(target_arch = "wasm32"))]
-use bytewise::{high_bits, marks, quotes_and_backslashes, quotes_backslashes_and};
+use bytewise::{
+    has_start_or_backslash, high_bits, marks, plain_chunk, quotes_and_backslashes,
+    quotes_backslashes_and,
+};
 
 /// Bytes per block.
 const BLOCK: usize = 16;
+
+/// Bytes per chunk: four blocks, which the walks skip at once when nothing in them needs a
+/// look bit by bit (a loop's step costs about as much as a block's comparisons).
+const CHUNK: usize = 4 * BLOCK;
+
+/// The most bytes walked block by block before a chunk is tried again.
+const MAX_BACKOFF: usize = 8 * CHUNK;
+
+/// A chunk and the byte after it, which says whether a quote at the chunk's end opens a
+/// string or ends an empty one.
+type Chunk = [u8; CHUNK + 1];
+
+/// The chunk at `at`, when the byte after it exists.
+#[inline(always)]
+fn chunk_at(bytes: &[u8], at: usize) -> Option<&Chunk> {
+    bytes.get(at..)?.first_chunk()
+}
 
 /// One bit a byte of a block (bit `i` for byte `i`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +134,29 @@ pub(super) fn strings_starting(
     let mut quote_before = 0u16;
     // the contents' start of a string asked about whose closing quote is still ahead
     let mut open: Option<usize> = None;
+    // where a chunk is next tried: past the blocks of one that could not be skipped, and
+    // further each time one could not (text dense with what a chunk cannot skip)
+    let (mut next_chunk, mut backoff) = (0, CHUNK);
     let mut tail = [b' '; BLOCK];
-    while let Some((block, last)) = block_at(bytes, at, &mut tail) {
+    loop {
+        if open.is_none() && at >= next_chunk {
+            if let Some(chunk) = chunk_at(bytes, at) {
+                // a string asked about opened by the previous block's last quote is not in it
+                let opened_before = quote_before != 0 && firsts.contains(&chunk[0]);
+                if !opened_before && !has_start_or_backslash(chunk, firsts) {
+                    // nor a string asked about opening with the chunk's last byte
+                    quote_before = 0;
+                    at += CHUNK;
+                    backoff = CHUNK;
+                    continue;
+                }
+                next_chunk = at + backoff;
+                backoff = (2 * backoff).min(MAX_BACKOFF);
+            }
+        }
+        let Some((block, last)) = block_at(bytes, at, &mut tail) else {
+            break;
+        };
         let (mut quotes, backslashes, first) = quotes_backslashes_and(block, firsts);
         if backslashes != 0 {
             return false;
@@ -227,8 +271,24 @@ pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Resul
     let mut quote_before = 0u16;
     let mut blanks = false;
     let mut at = start;
+    // where a chunk is next tried: past the blocks of one that could not be skipped, and
+    // further each time one could not (text dense with what a chunk cannot skip)
+    let (mut next_chunk, mut backoff) = (0, CHUNK);
     let mut tail = [b' '; BLOCK];
     loop {
+        if let Some(chunk) = chunk_at(bytes, at).filter(|_| at >= next_chunk) {
+            if let Some((quotes, adjacent)) = plain_chunk(chunk) {
+                // no bracket, no escape: only the string state moves
+                blanks |= adjacent || (quote_before != 0 && chunk[0] == b'"');
+                quote_before = u16::from(chunk[CHUNK - 1] == b'"');
+                in_string ^= 0u16.wrapping_sub(quotes as u16 & 1);
+                at += CHUNK;
+                backoff = CHUNK;
+                continue;
+            }
+            next_chunk = at + backoff;
+            backoff = (2 * backoff).min(MAX_BACKOFF);
+        }
         let (block, last) = block_at(bytes, at, &mut tail).ok_or(Stop::Unterminated)?;
         let marks = marks(block);
         // two quotes in a row: an empty string (a closing quote followed by an opening one
@@ -281,8 +341,10 @@ pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Resul
 /// The masks by WebAssembly's SIMD comparisons.
 #[cfg(target_arch = "wasm32")]
 mod simd {
-    use super::{Marks, BLOCK};
-    use core::arch::wasm32::{i8x16_bitmask, i8x16_eq, u8x16_splat, v128, v128_load, v128_or};
+    use super::{Chunk, Marks, BLOCK, CHUNK};
+    use core::arch::wasm32::{
+        i8x16_bitmask, i8x16_eq, u8x16_splat, v128, v128_and, v128_any_true, v128_load, v128_or,
+    };
 
     /// A block as a vector.
     #[inline(always)]
@@ -327,6 +389,62 @@ mod simd {
         (mask(v, b'"'), mask(v, b'\\'), i8x16_bitmask(any))
     }
 
+    /// The block at `offset` of a chunk.
+    #[inline(always)]
+    fn block_of(chunk: &Chunk, offset: usize) -> v128 {
+        // the offsets are constants within the chunk: the fallback is never taken
+        load(
+            chunk
+                .get(offset..)
+                .and_then(<[u8]>::first_chunk)
+                .unwrap_or(&[b' '; BLOCK]),
+        )
+    }
+
+    /// True when one of a chunk's bytes is a backslash or a quote followed by one of `firsts`.
+    #[inline(always)]
+    pub(super) fn has_start_or_backslash(chunk: &Chunk, firsts: [u8; 4]) -> bool {
+        let mut found = u8x16_splat(0);
+        for offset in (0..CHUNK).step_by(BLOCK) {
+            let (v, next) = (block_of(chunk, offset), block_of(chunk, offset + 1));
+            let [a, b, c, d] = firsts.map(|byte| i8x16_eq(next, u8x16_splat(byte)));
+            let start = v128_and(
+                i8x16_eq(v, u8x16_splat(b'"')),
+                v128_or(v128_or(a, b), v128_or(c, d)),
+            );
+            found = v128_or(found, v128_or(start, i8x16_eq(v, u8x16_splat(b'\\'))));
+        }
+        v128_any_true(found)
+    }
+
+    /// For a chunk without brackets and backslashes, its number of quotes and whether two are
+    /// adjacent (with the byte after it); `None` for any other, found before the quotes are
+    /// counted.
+    #[inline(always)]
+    pub(super) fn plain_chunk(chunk: &Chunk) -> Option<(u32, bool)> {
+        let mut special = u8x16_splat(0);
+        for offset in (0..CHUNK).step_by(BLOCK) {
+            let v = block_of(chunk, offset);
+            // `[` and `{`, `]` and `}` differ only in the bit 0x20
+            let folded = v128_or(v, u8x16_splat(0x20));
+            let open = i8x16_eq(folded, u8x16_splat(b'{'));
+            let close = i8x16_eq(folded, u8x16_splat(b'}'));
+            let backslash = i8x16_eq(v, u8x16_splat(b'\\'));
+            special = v128_or(special, v128_or(v128_or(open, close), backslash));
+        }
+        if v128_any_true(special) {
+            return None;
+        }
+        let (mut adjacent, mut quotes) = (u8x16_splat(0), 0);
+        for offset in (0..CHUNK).step_by(BLOCK) {
+            let (v, next) = (block_of(chunk, offset), block_of(chunk, offset + 1));
+            let quote = i8x16_eq(v, u8x16_splat(b'"'));
+            adjacent = v128_or(adjacent, v128_and(quote, i8x16_eq(next, u8x16_splat(b'"'))));
+            quotes += i8x16_bitmask(quote).count_ones();
+        }
+        Some((quotes, v128_any_true(adjacent)))
+    }
+
     /// The bytes of a block with their high bit set (not ASCII).
     #[inline(always)]
     pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
@@ -337,7 +455,7 @@ mod simd {
 /// The masks a byte at a time: natively, where the tests run them.
 #[cfg(not(target_arch = "wasm32"))]
 mod bytewise {
-    use super::{Marks, BLOCK};
+    use super::{Chunk, Marks, BLOCK, CHUNK};
 
     /// Every mask of a block.
     pub(super) fn marks(block: &[u8; BLOCK]) -> Marks {
@@ -373,6 +491,29 @@ mod bytewise {
             .filter(|&i| firsts.contains(&block[i]))
             .fold(0, |bits, i| bits | 1 << i);
         (quotes, backslashes, first)
+    }
+
+    /// True when one of a chunk's bytes is a backslash or a quote followed by one of `firsts`.
+    pub(super) fn has_start_or_backslash(chunk: &Chunk, firsts: [u8; 4]) -> bool {
+        chunk.windows(2).any(|pair| match pair {
+            [b'\\', _] => true,
+            [b'"', next] => firsts.contains(next),
+            _ => false,
+        })
+    }
+
+    /// For a chunk without brackets and backslashes, its number of quotes and whether two are
+    /// adjacent (with the byte after it); `None` for any other.
+    pub(super) fn plain_chunk(chunk: &Chunk) -> Option<(u32, bool)> {
+        let (bytes, _) = chunk.split_at(CHUNK);
+        if bytes
+            .iter()
+            .any(|b| matches!(b, b'[' | b'{' | b']' | b'}' | b'\\'))
+        {
+            return None;
+        }
+        let quotes = bytes.iter().filter(|&&b| b == b'"').count() as u32;
+        Some((quotes, chunk.windows(2).any(|pair| pair == b"\"\"")))
     }
 
     /// The bytes of a block with their high bit set (not ASCII).
@@ -438,6 +579,87 @@ mod tests {
         assert_eq!(end(&"[".repeat(128)), Err(Stop::Unterminated));
         // a bracket inside a string does not count
         assert_eq!(end(r#"["]"#), Err(Stop::Unterminated));
+    }
+
+    /// Lists of strings long enough to be walked a chunk at a time: every length of string
+    /// from 0 to 20, so that quotes, empty strings and the strings asked about fall on every
+    /// position of a chunk, with a nested list or an escape now and then.
+    fn long_lists() -> Vec<String> {
+        let mut lists = Vec::new();
+        for variant in 0..6 {
+            let strings: Vec<String> = (0..21)
+                .map(|len| match (variant, len) {
+                    (1, 7) => String::new(),
+                    (2, 13) => "a\\\"b".to_owned(),
+                    (3, 0) | (4, 20) => "\"\"".to_owned(),
+                    _ => format!("{}{}", ["r", "x", "*", "q"][len % 4], "y".repeat(len)),
+                })
+                .collect();
+            let quoted: Vec<String> = strings
+                .iter()
+                .map(|s| {
+                    if s == "\"\"" {
+                        "[\"\"]".to_owned()
+                    } else {
+                        format!("\"{s}\"")
+                    }
+                })
+                .collect();
+            lists.push(format!(
+                "[{}]",
+                quoted.join(if variant == 5 { ", " } else { "," })
+            ));
+        }
+        lists
+    }
+
+    #[test]
+    fn long_lists_end_and_show_blanks_as_serde_reads_them() {
+        for list in long_lists() {
+            let value: serde_json::Value = serde_json::from_str(&list).expect(&list);
+            let empty = value
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v == "" || v.get(0).is_some_and(|v| v == ""));
+            for pad in 0..CHUNK + 2 {
+                let text = format!("{}{list} ,\"after\"]", " ".repeat(pad));
+                match container_end(text.as_bytes(), pad, 128) {
+                    Ok(end) => {
+                        assert_eq!(&text[pad..end.at], list, "{pad}");
+                        assert_eq!(end.blanks, empty, "{text}");
+                    }
+                    Err(stop) => {
+                        assert_eq!(stop, Stop::Escape, "{text}");
+                        assert!(list.contains('\\'), "{text}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strings_asked_about_in_long_lists_are_every_string_so_starting() {
+        for list in long_lists() {
+            for firsts in [*b"r*?[", *b"qqqq", *b"zzzz", *b"x*x*"] {
+                for pad in 0..CHUNK + 2 {
+                    let text = format!("{}{list}", " ".repeat(pad));
+                    let bytes = text.as_bytes();
+                    let (mut all, mut some) = (Vec::new(), Vec::new());
+                    let every = string_spans(bytes, |start, end| {
+                        if bytes.get(start).is_some_and(|b| firsts.contains(b)) && start < end {
+                            all.push((start, end));
+                        }
+                    });
+                    let starting =
+                        strings_starting(bytes, firsts, |start, end| some.push((start, end)));
+                    assert_eq!(starting, every, "{text} {firsts:?}");
+                    if every {
+                        assert_eq!(some, all, "{text} {firsts:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
