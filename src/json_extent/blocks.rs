@@ -19,14 +19,12 @@ compile_error!(
 
 #[cfg(target_arch = "wasm32")]
 use simd::{
-    has_start_or_backslash, high_bits, marks, plain_chunk, quotes_and_backslashes,
-    quotes_backslashes_and,
+    has_start_or_backslash, high_bits, marks, quotes_and_backslashes, quotes_backslashes_and,
 };
 
 #[cfg(not(target_arch = "wasm32"))]
 use bytewise::{
-    has_start_or_backslash, high_bits, marks, plain_chunk, quotes_and_backslashes,
-    quotes_backslashes_and,
+    has_start_or_backslash, high_bits, marks, quotes_and_backslashes, quotes_backslashes_and,
 };
 
 /// Bytes per block.
@@ -49,15 +47,15 @@ fn chunk_at(bytes: &[u8], at: usize) -> Option<&Chunk> {
     bytes.get(at..)?.first_chunk()
 }
 
-/// One bit a byte of a block (bit `i` for byte `i`).
+/// One bit a byte of a chunk (bit `i` for byte `i`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Marks {
-    quote: u16,
-    backslash: u16,
+    quote: u64,
+    backslash: u64,
     /// `[` or `{`.
-    open: u16,
+    open: u64,
     /// `]` or `}`.
-    close: u16,
+    close: u64,
 }
 
 /// The end of a list or object found by [`container_end`].
@@ -214,11 +212,11 @@ pub(crate) fn ascii_text(bytes: &[u8]) -> Option<&str> {
 /// calls it in a loop of its own rather than taking its step as a closure: the compiler kept
 /// such a closure a function of its own, and a call a block cost more than the block.
 #[inline(always)]
-fn block_at<'b>(
+fn block_at<'b, const N: usize>(
     bytes: &'b [u8],
     at: usize,
-    tail: &'b mut [u8; BLOCK],
-) -> Option<(&'b [u8; BLOCK], bool)> {
+    tail: &'b mut [u8; N],
+) -> Option<(&'b [u8; N], bool)> {
     let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
     Some(match rest.first_chunk() {
         Some(block) => (block, false),
@@ -250,92 +248,102 @@ fn first_marked(bytes: &[u8], from: usize, marked: impl Fn(&[u8; BLOCK]) -> u16)
 /// Bit `i` set when an odd number of the bits `0..=i` of `bits` are: with the quotes' mask,
 /// the bytes inside strings (an opening quote counted in, a closing one out).
 #[inline(always)]
-fn prefix_xor(mut bits: u16) -> u16 {
+fn prefix_xor(mut bits: u64) -> u64 {
     bits ^= bits << 1;
     bits ^= bits << 2;
     bits ^= bits << 4;
     bits ^= bits << 8;
+    bits ^= bits << 16;
+    bits ^= bits << 32;
     bits
 }
 
 /// The end of the list or object whose opening bracket is at `start`, nesting at most
-/// `max_depth` deep. Strings are followed by their quotes alone, so the first backslash hands
-/// over to the byte-wise scanner ([`Stop::Escape`]). A block without brackets (most of a list
-/// of strings) only flips the string state by its number of quotes; the bytes inside strings
-/// are worked out only in a block with brackets.
+/// `max_depth` deep, found a chunk of sixty-four bytes at a time. Strings are followed by their
+/// quotes alone, so the first backslash hands over to the byte-wise scanner
+/// ([`Stop::Escape`]). A chunk without brackets (most of a list of strings) only flips the
+/// string state by its number of quotes; the bytes inside strings are worked out only in a
+/// chunk with brackets, and its brackets looked at one by one only where the nesting could
+/// close.
 pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Result<End, Stop> {
     let mut depth = 0u32;
-    // all ones when the previous block ended inside a string
-    let mut in_string = 0u16;
-    // 1 when the previous block ended with a quote (which may open an empty string)
-    let mut quote_before = 0u16;
+    // all ones when the previous chunk ended inside a string
+    let mut in_string = 0u64;
+    // 1 when the previous chunk ended with a quote (which may open an empty string)
+    let mut quote_before = 0u64;
     let mut blanks = false;
     let mut at = start;
-    // where a chunk is next tried: past the blocks of one that could not be skipped, and
-    // further each time one could not (text dense with what a chunk cannot skip)
-    let (mut next_chunk, mut backoff) = (0, CHUNK);
-    let mut tail = [b' '; BLOCK];
+    let mut tail = [b' '; CHUNK];
     loop {
-        if let Some(chunk) = chunk_at(bytes, at).filter(|_| at >= next_chunk) {
-            if let Some((quotes, adjacent)) = plain_chunk(chunk) {
-                // no bracket, no escape: only the string state moves
-                blanks |= adjacent || (quote_before != 0 && chunk[0] == b'"');
-                quote_before = u16::from(chunk[CHUNK - 1] == b'"');
-                in_string ^= 0u16.wrapping_sub(quotes as u16 & 1);
-                at += CHUNK;
-                backoff = CHUNK;
-                continue;
-            }
-            next_chunk = at + backoff;
-            backoff = (2 * backoff).min(MAX_BACKOFF);
-        }
-        let (block, last) = block_at(bytes, at, &mut tail).ok_or(Stop::Unterminated)?;
-        let marks = marks(block);
-        // two quotes in a row: an empty string (a closing quote followed by an opening one
-        // would be invalid JSON); inside a string a quote is escaped, and escapes stop the walk
-        blanks |= marks.quote & ((marks.quote << 1) | quote_before) != 0;
-        quote_before = marks.quote >> (BLOCK - 1);
+        let (chunk, last) = block_at(bytes, at, &mut tail).ok_or(Stop::Unterminated)?;
+        let marks = marks(chunk);
+        // two quotes in a row: the closing quote of an empty string (a closing quote followed
+        // by an opening one would be invalid JSON); inside a string a quote is escaped, and
+        // escapes stop the walk
+        let empty_strings = marks.quote & ((marks.quote << 1) | quote_before);
+        quote_before = marks.quote >> (CHUNK - 1);
         if (marks.open | marks.close | marks.backslash) == 0 {
-            in_string ^= 0u16.wrapping_sub(marks.quote.count_ones() as u16 & 1);
+            blanks |= empty_strings != 0;
+            in_string ^= 0u64.wrapping_sub(u64::from(marks.quote.count_ones() & 1));
         } else {
             if marks.backslash != 0 {
                 return Err(Stop::Escape);
             }
             let inside = prefix_xor(marks.quote) ^ in_string;
-            in_string = ((inside as i16) >> 15) as u16;
+            in_string = ((inside as i64) >> 63) as u64;
             let open = marks.open & !inside;
             let close = marks.close & !inside;
             if close.count_ones() < depth {
-                // the nesting cannot close in this block (nor, opening first, pass the limit)
+                // the nesting cannot close in this chunk (nor, opening first, pass the limit)
                 if depth + open.count_ones() > max_depth {
                     return Err(Stop::TooDeep);
                 }
                 depth = depth + open.count_ones() - close.count_ones();
+                blanks |= empty_strings != 0;
+            } else if let Some(end) = closing_bracket(open, close, &mut depth, max_depth)? {
+                // what follows the closing bracket is not the container's
+                let within = u64::MAX >> (CHUNK - 1 - end);
+                return Ok(End {
+                    at: at + end + 1,
+                    blanks: blanks || empty_strings & within != 0,
+                });
             } else {
-                let mut brackets = open | close;
-                while brackets != 0 {
-                    let bit = brackets & brackets.wrapping_neg();
-                    brackets ^= bit;
-                    if open & bit != 0 {
-                        depth += 1;
-                        if depth > max_depth {
-                            return Err(Stop::TooDeep);
-                        }
-                    } else {
-                        depth -= 1;
-                        if depth == 0 {
-                            let at = at + bit.trailing_zeros() as usize + 1;
-                            return Ok(End { at, blanks });
-                        }
-                    }
-                }
+                blanks |= empty_strings != 0;
             }
         }
         if last {
             return Err(Stop::Unterminated);
         }
-        at += BLOCK;
+        at += CHUNK;
     }
+}
+
+/// The brackets of a chunk (outside strings) one by one, from the nesting `depth`: the offset
+/// of the one that closes the container, if any.
+#[inline(always)]
+fn closing_bracket(
+    open: u64,
+    close: u64,
+    depth: &mut u32,
+    max_depth: u32,
+) -> Result<Option<usize>, Stop> {
+    let mut brackets = open | close;
+    while brackets != 0 {
+        let bit = brackets & brackets.wrapping_neg();
+        brackets ^= bit;
+        if open & bit != 0 {
+            *depth += 1;
+            if *depth > max_depth {
+                return Err(Stop::TooDeep);
+            }
+        } else {
+            *depth -= 1;
+            if *depth == 0 {
+                return Ok(Some(bit.trailing_zeros() as usize));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The masks by WebAssembly's SIMD comparisons.
@@ -361,16 +369,28 @@ mod simd {
 
     /// Every mask of a block.
     #[inline(always)]
-    pub(super) fn marks(block: &[u8; BLOCK]) -> Marks {
-        let v = load(block);
-        // `[` and `{`, `]` and `}` differ only in the bit 0x20
-        let folded = v128_or(v, u8x16_splat(0x20));
-        Marks {
-            quote: mask(v, b'"'),
-            backslash: mask(v, b'\\'),
-            open: mask(folded, b'{'),
-            close: mask(folded, b'}'),
+    pub(super) fn marks(chunk: &[u8; CHUNK]) -> Marks {
+        let mut marks = Marks {
+            quote: 0,
+            backslash: 0,
+            open: 0,
+            close: 0,
+        };
+        for offset in (0..CHUNK).step_by(BLOCK) {
+            // the offsets are constants within the chunk: the fallback is never taken
+            let block = chunk
+                .get(offset..)
+                .and_then(<[u8]>::first_chunk)
+                .unwrap_or(&[b' '; BLOCK]);
+            let v = load(block);
+            // `[` and `{`, `]` and `}` differ only in the bit 0x20
+            let folded = v128_or(v, u8x16_splat(0x20));
+            marks.quote |= u64::from(mask(v, b'"')) << offset;
+            marks.backslash |= u64::from(mask(v, b'\\')) << offset;
+            marks.open |= u64::from(mask(folded, b'{')) << offset;
+            marks.close |= u64::from(mask(folded, b'}')) << offset;
         }
+        marks
     }
 
     /// The quotes and backslashes of a block.
@@ -417,34 +437,6 @@ mod simd {
         v128_any_true(found)
     }
 
-    /// For a chunk without brackets and backslashes, its number of quotes and whether two are
-    /// adjacent (with the byte after it); `None` for any other, found before the quotes are
-    /// counted.
-    #[inline(always)]
-    pub(super) fn plain_chunk(chunk: &Chunk) -> Option<(u32, bool)> {
-        let mut special = u8x16_splat(0);
-        for offset in (0..CHUNK).step_by(BLOCK) {
-            let v = block_of(chunk, offset);
-            // `[` and `{`, `]` and `}` differ only in the bit 0x20
-            let folded = v128_or(v, u8x16_splat(0x20));
-            let open = i8x16_eq(folded, u8x16_splat(b'{'));
-            let close = i8x16_eq(folded, u8x16_splat(b'}'));
-            let backslash = i8x16_eq(v, u8x16_splat(b'\\'));
-            special = v128_or(special, v128_or(v128_or(open, close), backslash));
-        }
-        if v128_any_true(special) {
-            return None;
-        }
-        let (mut adjacent, mut quotes) = (u8x16_splat(0), 0);
-        for offset in (0..CHUNK).step_by(BLOCK) {
-            let (v, next) = (block_of(chunk, offset), block_of(chunk, offset + 1));
-            let quote = i8x16_eq(v, u8x16_splat(b'"'));
-            adjacent = v128_or(adjacent, v128_and(quote, i8x16_eq(next, u8x16_splat(b'"'))));
-            quotes += i8x16_bitmask(quote).count_ones();
-        }
-        Some((quotes, v128_any_true(adjacent)))
-    }
-
     /// The bytes of a block with their high bit set (not ASCII).
     #[inline(always)]
     pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
@@ -458,15 +450,15 @@ mod bytewise {
     use super::{Chunk, Marks, BLOCK, CHUNK};
 
     /// Every mask of a block.
-    pub(super) fn marks(block: &[u8; BLOCK]) -> Marks {
+    pub(super) fn marks(chunk: &[u8; CHUNK]) -> Marks {
         let mut marks = Marks {
             quote: 0,
             backslash: 0,
             open: 0,
             close: 0,
         };
-        for (i, byte) in block.iter().enumerate() {
-            let bit = 1u16 << i;
+        for (i, byte) in chunk.iter().enumerate() {
+            let bit = 1u64 << i;
             match byte {
                 b'"' => marks.quote |= bit,
                 b'\\' => marks.backslash |= bit,
@@ -480,8 +472,15 @@ mod bytewise {
 
     /// The quotes and backslashes of a block.
     pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u16, u16) {
-        let marks = marks(block);
-        (marks.quote, marks.backslash)
+        let (mut quotes, mut backslashes) = (0, 0);
+        for (i, byte) in block.iter().enumerate() {
+            match byte {
+                b'"' => quotes |= 1 << i,
+                b'\\' => backslashes |= 1 << i,
+                _ => {}
+            }
+        }
+        (quotes, backslashes)
     }
 
     /// The quotes, the backslashes and the bytes equal to one of `firsts` of a block.
@@ -500,20 +499,6 @@ mod bytewise {
             [b'"', next] => firsts.contains(next),
             _ => false,
         })
-    }
-
-    /// For a chunk without brackets and backslashes, its number of quotes and whether two are
-    /// adjacent (with the byte after it); `None` for any other.
-    pub(super) fn plain_chunk(chunk: &Chunk) -> Option<(u32, bool)> {
-        let (bytes, _) = chunk.split_at(CHUNK);
-        if bytes
-            .iter()
-            .any(|b| matches!(b, b'[' | b'{' | b']' | b'}' | b'\\'))
-        {
-            return None;
-        }
-        let quotes = bytes.iter().filter(|&&b| b == b'"').count() as u32;
-        Some((quotes, chunk.windows(2).any(|pair| pair == b"\"\"")))
     }
 
     /// The bytes of a block with their high bit set (not ASCII).
@@ -543,8 +528,9 @@ mod tests {
         ];
         for value in values {
             // shifted so that every byte falls on every position of a block
-            for pad in 0..BLOCK + 2 {
-                let text = format!("{}{value} , [\"after\"]", " ".repeat(pad));
+            for pad in 0..CHUNK + 2 {
+                // an empty string after the value is not the value's
+                let text = format!("{}{value} , [\"\", \"after\"]", " ".repeat(pad));
                 let found = container_end(text.as_bytes(), pad, 128).expect(&text);
                 assert_eq!(&text[pad..found.at], value, "{text}");
                 assert!(!found.blanks, "{text}");
@@ -555,7 +541,7 @@ mod tests {
     #[test]
     fn blanks_are_noticed_across_block_boundaries() {
         for value in [r#"["", "a"]"#, r#"{"a": ""}"#, r#"["a", ""]"#] {
-            for pad in 0..BLOCK + 2 {
+            for pad in 0..CHUNK + 2 {
                 let text = format!("{}{value}", " ".repeat(pad));
                 let found = container_end(text.as_bytes(), pad, 128).expect(&text);
                 assert!(found.blanks, "{text}");
@@ -664,11 +650,18 @@ mod tests {
 
     #[test]
     fn the_masks_mark_what_they_name() {
-        let marks = marks(b"\"\\[{]}n x\"a]]n\"\"");
-        assert_eq!(marks.quote, 1 | 1 << 9 | 1 << 14 | 1 << 15);
-        assert_eq!(marks.backslash, 1 << 1);
-        assert_eq!(marks.open, 1 << 2 | 1 << 3);
-        assert_eq!(marks.close, 1 << 4 | 1 << 5 | 1 << 11 | 1 << 12);
+        // one block's pattern at the chunk's start and end
+        let pattern = b"\"\\[{]}n x\"a]]n\"\"";
+        let mut chunk = [b' '; CHUNK];
+        chunk[..BLOCK].copy_from_slice(pattern);
+        chunk[CHUNK - BLOCK..].copy_from_slice(pattern);
+        let twice = |bits: u64| bits | bits << (CHUNK - BLOCK);
+        let marks = marks(&chunk);
+        assert_eq!(marks.quote, twice(1 | 1 << 9 | 1 << 14 | 1 << 15));
+        assert_eq!(marks.backslash, twice(1 << 1));
+        assert_eq!(marks.open, twice(1 << 2 | 1 << 3));
+        assert_eq!(marks.close, twice(1 << 4 | 1 << 5 | 1 << 11 | 1 << 12));
         assert_eq!(prefix_xor(0b1001), 0b0111);
+        assert_eq!(prefix_xor(1 << 40), u64::MAX << 40);
     }
 }
