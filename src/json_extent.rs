@@ -359,6 +359,13 @@ pub fn each_plain_string_starting(text: &str, firsts: [u8; 4], mut each: impl Fn
     })
 }
 
+/// Whether `text` (a list of strings) holds the string `needle`, answered without reading the
+/// other strings: `None` when the text has an escape (or the needle a quote or backslash),
+/// which only the scanner can read.
+pub fn has_string(text: &str, needle: &str) -> Option<bool> {
+    blocks::has_string(text.as_bytes(), needle.as_bytes())
+}
+
 /// True when `gap` is `punctuation` with whitespace around it.
 fn only_separator(gap: &[u8], punctuation: u8) -> bool {
     matches!(gap.trim_ascii(), [byte] if *byte == punctuation)
@@ -529,6 +536,31 @@ mod tests {
             found,
             ["registry.internal/team-0/*", "*.corp", "?a", "[ab]c", "r"]
         );
+    }
+
+    #[test]
+    fn a_string_is_found_by_its_text_as_a_list_holds_it() {
+        let names = ["team-a", "xteam-a", "team-a-not", "kube-system", "a", "team-exempt-19"];
+        for name in names {
+            for pad in 0..70 {
+                // the name at every offset of a chunk, among names it starts or ends like
+                let others = ["team-a-", "-team-a", "eam-a", "team-", "a-b"];
+                let list: Vec<String> = others
+                    .iter()
+                    .chain([&name])
+                    .map(|s| format!("\"{s}\""))
+                    .collect();
+                let text = format!("{}[{}]", " ".repeat(pad), list.join(","));
+                for sought in names.iter().chain(&others) {
+                    let expected = *sought == name || others.contains(sought);
+                    assert_eq!(has_string(&text, sought), Some(expected), "{sought} in {text}");
+                }
+            }
+        }
+        assert_eq!(has_string(r#"["a\"b", "c"]"#, "c"), None, "an escape");
+        assert_eq!(has_string(r#"["a", "c"]"#, r#"a""#), None, "a quote in the needle");
+        assert_eq!(has_string(r#"["a", "c"]"#, ""), None, "an empty needle");
+        assert_eq!(has_string("[]", "a"), Some(false));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::Glob;
-use crate::json_extent::{each_plain_string, each_plain_string_starting};
+use crate::json_extent::{each_plain_string, each_plain_string_starting, has_string};
 use crate::reference::ImageReference;
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local
@@ -115,6 +115,12 @@ impl<'a> LookupScope<'a> {
         let Some(text) = registries.filter(|text| text.contains('"')) else {
             return Some(None);
         };
+        // an entry written as the registry or its host is a pattern matching it (unless the
+        // registry's `[` would be read as a wildcard's), found without reading the others
+        let written = |name: &str| has_string(text, name) == Some(true);
+        if (!registry.contains('[') && written(registry)) || (host != registry && written(host)) {
+            return Some(None);
+        }
         let first = registry.as_bytes().first().copied()?;
         let host_first = host.as_bytes().first().copied()?;
         // a glob whose first byte is a literal other than the registry's or the host's matches

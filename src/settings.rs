@@ -15,7 +15,9 @@ use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::{self, Glob};
-use crate::json_extent::{each_plain_string_starting, string_list, ExtentError, Scanner};
+use crate::json_extent::{
+    each_plain_string_starting, has_string, string_list, ExtentError, Scanner,
+};
 use crate::lookup_scope::{LookupScope, Scope};
 use crate::mirrors::{Location, Mirrors, RegistryRule};
 use crate::platforms::Requirement;
@@ -709,10 +711,8 @@ impl<'a> Settings<'a> {
     /// searched first: a request asks about one namespace once.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
         if self.exempt_namespaces.get().is_none() {
-            let first = namespace.as_bytes().first().copied().unwrap_or(b'"');
-            if let Some(found) =
-                self.text_has(Key::ExemptNamespaces, [first; 4], |s| s == namespace)
-            {
+            let text = self.plain_list(Key::ExemptNamespaces);
+            if let Some(found) = text.and_then(|text| has_string(text, namespace)) {
                 return found;
             }
         }

@@ -19,12 +19,14 @@ compile_error!(
 
 #[cfg(target_arch = "wasm32")]
 use simd::{
-    has_start_or_backslash, high_bits, marks, quotes_and_backslashes, quotes_backslashes_and,
+    ends_and_backslashes, has_start_or_backslash, high_bits, marks, quotes_and_backslashes,
+    quotes_backslashes_and,
 };
 
 #[cfg(not(target_arch = "wasm32"))]
 use bytewise::{
-    has_start_or_backslash, high_bits, marks, quotes_and_backslashes, quotes_backslashes_and,
+    ends_and_backslashes, has_start_or_backslash, high_bits, marks, quotes_and_backslashes,
+    quotes_backslashes_and,
 };
 
 /// Bytes per block.
@@ -189,6 +191,45 @@ pub(super) fn strings_starting(
         at += BLOCK;
     }
     open.is_none()
+}
+
+/// Whether `bytes` hold the string `needle` (between quotes), looked for by its last byte
+/// followed by a quote a chunk at a time, then compared: in JSON without escapes every quote
+/// is a string's, so `"needle"` is that string. `None` at a backslash, or for a needle that is
+/// empty or holds a quote or backslash.
+pub(super) fn has_string(bytes: &[u8], needle: &[u8]) -> Option<bool> {
+    let (&last, _) = needle.split_last()?;
+    if needle.iter().any(|b| matches!(b, b'"' | b'\\')) {
+        return None;
+    }
+    let mut at = 0;
+    let mut tail = [b' '; CHUNK + 1];
+    loop {
+        let Some((chunk, is_last)) = block_at(bytes, at, &mut tail) else {
+            return Some(false);
+        };
+        let (mut ends, backslashes) = ends_and_backslashes(chunk, last);
+        if backslashes {
+            return None;
+        }
+        while ends != 0 {
+            // the needle's last byte, its closing quote after it
+            let end = at + ends.trailing_zeros() as usize;
+            ends &= ends - 1;
+            let quoted = (end + 1)
+                .checked_sub(needle.len() + 1)
+                .and_then(|start| bytes.get(start..end + 2));
+            if quoted
+                .is_some_and(|quoted| quoted[1..quoted.len() - 1] == *needle && quoted[0] == b'"')
+            {
+                return Some(true);
+            }
+        }
+        if is_last {
+            return Some(false);
+        }
+        at += CHUNK;
+    }
 }
 
 /// The text of `bytes` when they are all ASCII, checked a block at a time where the standard
@@ -437,6 +478,23 @@ mod simd {
         v128_any_true(found)
     }
 
+    /// The bytes of a chunk equal to `last` and followed by a quote, and whether it holds a
+    /// backslash.
+    #[inline(always)]
+    pub(super) fn ends_and_backslashes(chunk: &Chunk, last: u8) -> (u64, bool) {
+        let (mut ends, mut backslashes) = (0u64, u8x16_splat(0));
+        for offset in (0..CHUNK).step_by(BLOCK) {
+            let (v, next) = (block_of(chunk, offset), block_of(chunk, offset + 1));
+            let end = v128_and(
+                i8x16_eq(v, u8x16_splat(last)),
+                i8x16_eq(next, u8x16_splat(b'"')),
+            );
+            ends |= u64::from(i8x16_bitmask(end)) << offset;
+            backslashes = v128_or(backslashes, i8x16_eq(v, u8x16_splat(b'\\')));
+        }
+        (ends, v128_any_true(backslashes))
+    }
+
     /// The bytes of a block with their high bit set (not ASCII).
     #[inline(always)]
     pub(super) fn high_bits(block: &[u8; BLOCK]) -> u16 {
@@ -499,6 +557,15 @@ mod bytewise {
             [b'"', next] => firsts.contains(next),
             _ => false,
         })
+    }
+
+    /// The bytes of a chunk equal to `last` and followed by a quote, and whether it holds a
+    /// backslash.
+    pub(super) fn ends_and_backslashes(chunk: &Chunk, last: u8) -> (u64, bool) {
+        let ends = (0..CHUNK)
+            .filter(|&i| chunk[i] == last && chunk[i + 1] == b'"')
+            .fold(0, |bits, i| bits | 1 << i);
+        (ends, chunk[..CHUNK].contains(&b'\\'))
     }
 
     /// The bytes of a block with their high bit set (not ASCII).
