@@ -74,9 +74,10 @@ impl BrokerRoutes {
                 let Ok(image) = &check.reference else {
                     continue;
                 };
-                let name = image.name();
-                let covered = match &pod.secrets {
-                    Some(secrets) if secrets.consulted() => secrets.keyring.covers(&name),
+                let covered = || match &pod.secrets {
+                    Some(secrets) if secrets.consulted() => {
+                        !secrets.keyring.is_empty() && secrets.keyring.covers(&image.name())
+                    }
                     // secrets not read by the policy: the broker reads them; a pod naming none
                     // has none, a template may get its ServiceAccount's
                     _ => match &credentials {
@@ -84,8 +85,8 @@ impl BrokerRoutes {
                         Credentials::ServiceAccount(_) => true,
                     },
                 };
-                if settings.usage == BrokerUse::All || covered {
-                    routes.insert((pod.id, name), credentials.clone());
+                if settings.usage == BrokerUse::All || covered() {
+                    routes.insert((pod.id, image.name()), credentials.clone());
                 }
             }
         }
@@ -115,7 +116,8 @@ impl BrokerRoutes {
         // The kubelet picks credentials by the image's own name and the runtime sends them to
         // every mirror; the broker picks them by the name it is given, so only the image's own
         // registry is brokered.
-        if location.registry() != image.registry()
+        if self.routes.is_empty()
+            || location.registry() != image.registry()
             || location.repository() != image.repository()
             // an image on the broker's host is never brokered (nor looked up: BrokerGuard)
             || broker_reference::is_broker_host(location.registry(), &self.settings.host)

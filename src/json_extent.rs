@@ -540,7 +540,14 @@ mod tests {
 
     #[test]
     fn a_string_is_found_by_its_text_as_a_list_holds_it() {
-        let names = ["team-a", "xteam-a", "team-a-not", "kube-system", "a", "team-exempt-19"];
+        let names = [
+            "team-a",
+            "xteam-a",
+            "team-a-not",
+            "kube-system",
+            "a",
+            "team-exempt-19",
+        ];
         for name in names {
             for pad in 0..70 {
                 // the name at every offset of a chunk, among names it starts or ends like
@@ -553,12 +560,20 @@ mod tests {
                 let text = format!("{}[{}]", " ".repeat(pad), list.join(","));
                 for sought in names.iter().chain(&others) {
                     let expected = *sought == name || others.contains(sought);
-                    assert_eq!(has_string(&text, sought), Some(expected), "{sought} in {text}");
+                    assert_eq!(
+                        has_string(&text, sought),
+                        Some(expected),
+                        "{sought} in {text}"
+                    );
                 }
             }
         }
         assert_eq!(has_string(r#"["a\"b", "c"]"#, "c"), None, "an escape");
-        assert_eq!(has_string(r#"["a", "c"]"#, r#"a""#), None, "a quote in the needle");
+        assert_eq!(
+            has_string(r#"["a", "c"]"#, r#"a""#),
+            None,
+            "a quote in the needle"
+        );
         assert_eq!(has_string(r#"["a", "c"]"#, ""), None, "an empty needle");
         assert_eq!(has_string("[]", "a"), Some(false));
     }

@@ -642,7 +642,14 @@ impl<'a> Settings<'a> {
     /// The lookup broker, when lookups with pods' pull secrets go through one.
     pub fn lookup_broker(&self) -> Option<&BrokerSettings> {
         self.lookup_broker
-            .get_or_init(|| self.read(Key::LookupBroker, |raw| raw.lookup_broker, compile_broker))
+            .get_or_init(|| {
+                self.read_with(
+                    Key::LookupBroker,
+                    |text| BrokerSettings::from_text(text).map(Some),
+                    |raw| raw.lookup_broker,
+                    compile_broker,
+                )
+            })
             .as_ref()
     }
 

@@ -341,7 +341,7 @@ pub const MALFORMED_PULL_SECRET: &str = "malformed pull secret";
 /// True when `host` can be the broker's host in an encoded reference: a lowercase DNS name
 /// or IPv4 address with an optional port.
 pub fn is_valid_broker_host(host: &str) -> bool {
-    plain_registry(host).is_some()
+    plain_host_and_port(host).is_some()
 }
 
 /// True when `registry` names the broker (`broker_host`), compared as hosts are (see
@@ -349,6 +349,12 @@ pub fn is_valid_broker_host(host: &str) -> bool {
 /// send the broker's caller credential along with a name a Pod author wrote), and the broker
 /// never forwards a lookup to itself.
 pub fn is_broker_host(registry: &str, broker_host: &str) -> bool {
+    // most registries differ from the broker's host in their first byte
+    if let (Some(a), Some(b)) = (registry.bytes().next(), broker_host.bytes().next()) {
+        if !a.eq_ignore_ascii_case(&b) {
+            return false;
+        }
+    }
     // `registry_key` of both, compared without writing either out: every lookup asks
     let (host, port) = host_and_port(registry);
     let (broker, broker_port) = host_and_port(broker_host);
@@ -407,19 +413,21 @@ fn encode_registry(registry: &str) -> Result<String, Refusal> {
 
 /// `d.<host>[_<port>]` for a lowercase DNS name with an optional port, else `None`.
 fn plain_registry(registry: &str) -> Option<String> {
+    Some(match plain_host_and_port(registry)? {
+        (host, Some(port)) => format!("d.{host}_{port}"),
+        (host, None) => format!("d.{host}"),
+    })
+}
+
+/// The host and port of a registry that [`plain_registry`] encodes, or `None` for any other.
+fn plain_host_and_port(registry: &str) -> Option<(&str, Option<&str>)> {
     let (host, port) = match registry.split_once(':') {
         Some((host, port)) => (host, Some(port)),
         None => (registry, None),
     };
     let port_ok =
         port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
-    if !port_ok || host.is_empty() || !host.split('.').all(is_lower_label) {
-        return None;
-    }
-    Some(match port {
-        Some(port) => format!("d.{host}_{port}"),
-        None => format!("d.{host}"),
-    })
+    (port_ok && !host.is_empty() && host.split('.').all(is_lower_label)).then_some((host, port))
 }
 
 /// Lowercase hex digits, as many as a seal has.

@@ -91,7 +91,7 @@ impl Keyring {
     /// Whether a pull of `image` (as for [`Keyring::lookup`]) would send any credential: when
     /// none, the kubelet pulls anonymously.
     pub fn covers(&self, image: &str) -> bool {
-        !self.lookup(image).is_empty()
+        !self.is_empty() && !self.lookup(image).is_empty()
     }
 }
 
