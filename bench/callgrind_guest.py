@@ -45,8 +45,10 @@ def name_of(address, starts, entries):
 
 
 def add(per_function, name, size, values):
-    """Adds one cost line's `values` to function `name` (its size first, then the events)."""
-    total = per_function.setdefault(name, [size] + [0] * len(values))
+    """Adds one cost line's `values` to function `name` (its size first, then the events).
+    Callgrind leaves out a line's trailing zero events, so lines differ in length."""
+    total = per_function.setdefault(name, [size])
+    total.extend([0] * (len(values) + 1 - len(total)))
     for k, v in enumerate(values):
         total[k + 1] += v
 
@@ -128,6 +130,8 @@ def per_function_of(out, event, starts, entries):
 
 def report(events, per_function, event, rows_wanted):
     """The guest's totals, then the functions by `event`."""
+    for v in per_function.values():
+        v.extend([0] * (len(events) + 1 - len(v)))
     column = events.index(event)
     sums = [sum(v[k + 1] for v in per_function.values()) for k in range(len(events))]
     print("guest code, all functions: " + ", ".join(f"{e} {s:,}" for e, s in zip(events, sums)))

@@ -159,7 +159,8 @@ mod tests {
             format!(r#"{{"host": 1, {key}}}"#),
             format!(r#"{{{key}}}"#),
             r#"{"host": "b.svc", "keySecret": {"namespace": "n"}}"#.to_owned(),
-            r#"{"host": "b.svc", "keySecret": {"namespace": "n", "name": "k", "x": ""}}"#.to_owned(),
+            r#"{"host": "b.svc", "keySecret": {"namespace": "n", "name": "k", "x": ""}}"#
+                .to_owned(),
             format!(r#"{{"h\u006fst": "b.svc", {key}}}"#),
             format!(r#"{{"host": "b.svc", {key}}} trailing"#),
             "[]".to_owned(),

@@ -1,8 +1,9 @@
 //! Where a JSON value ends, found without parsing it. Policy-server 1.36 hands the policy its
 //! settings inside every request's payload, on a fresh instance, so a request that reads the
 //! settings with serde pays for every byte of them (about 13 wasm instructions a byte, whatever
-//! it keeps). A request needs few of them: this finds the members' extents a block of sixteen
-//! bytes at a time ([`blocks`]), and serde then parses only the members a request reads.
+//! it keeps). A request needs few of them: this finds the members' extents sixty-four bytes
+//! at a time ([`blocks`]), and serde then parses only the members a request reads; some
+//! questions (is this namespace listed, may this string match) are answered from the text.
 //!
 //! The scanner trusts what the host serialised: walking an object's members or a list's
 //! elements it checks their punctuation; skipping a value it checks only what finding its end
@@ -150,7 +151,7 @@ impl<'a> Scanner<'a> {
     /// Skips one value, returning its text. The text is trusted to be JSON (the host
     /// serialised it, and serde parses every member a request reads), so only what finding
     /// the value's end depends on is checked: strings end, brackets balance, nesting stays
-    /// within [`MAX_DEPTH`]. A list or object is skipped sixteen bytes at a time
+    /// within [`MAX_DEPTH`]. A list or object is skipped sixty-four bytes at a time
     /// ([`blocks`]); one with an escape byte by byte.
     pub fn value(&mut self) -> Result<&'a str, ExtentError> {
         self.skip_whitespace();

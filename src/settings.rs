@@ -295,7 +295,7 @@ impl<'a> Settings<'a> {
     }
 
     /// The settings a request reads, from their JSON text as the host sends them: the members
-    /// are found (one pass over the text, strings skipped eight bytes at a time) and each is
+    /// are found (one pass over the text, sixty-four bytes at a time) and each is
     /// parsed when the request first needs it, without the checks `validate_settings` made when
     /// the host loaded the policy. A document whose members cannot be found (not an object, an
     /// unknown member) is read the careful way at once, so that its error names its field; a

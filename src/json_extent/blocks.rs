@@ -1,12 +1,14 @@
-//! JSON text walked sixteen bytes at a time: where a list or object ends, where strings are,
-//! whether text is ASCII. A settings document is mostly short strings (image patterns,
-//! namespaces, mirror rules): read token by token it costs a dozen instructions a byte, most
-//! of them per token. Here each block of sixteen bytes becomes bit masks (quotes, brackets)
-//! by WebAssembly's SIMD comparisons (enabled for the wasm build in `.cargo/config.toml`;
-//! the runtimes Kubewarden ships have them, and one without would refuse the module when it
-//! loads it, never mid-request). The masks say which brackets are outside strings, and only a
-//! block where the nesting could close is looked at bit by bit. Natively the masks are made a
-//! byte at a time: the tests run everything but the SIMD comparisons.
+//! JSON text walked sixteen or sixty-four bytes at a time: where a list or object ends, where
+//! strings are (all, those starting with given bytes, or one given string), whether text is
+//! ASCII. A settings document is mostly short strings (image patterns, namespaces, mirror
+//! rules): read token by token it costs a dozen instructions a byte, most of them per token.
+//! Here each block of sixteen bytes becomes bit masks (quotes, brackets) by WebAssembly's SIMD
+//! comparisons (enabled for the wasm build in `.cargo/config.toml`; the runtimes Kubewarden
+//! ships have them, and one without would refuse the module when it loads it, never
+//! mid-request), four blocks a chunk where a walk's step would cost more than its comparisons.
+//! The masks say which brackets are outside strings, and only a chunk where the nesting could
+//! close is looked at bit by bit. Natively the masks are made a byte at a time: the tests run
+//! everything but the SIMD comparisons.
 
 // Made a byte at a time in wasm, the masks would cost a request more than token-by-token
 // reading did (670k instructions instead of 304k for the large settings document of
