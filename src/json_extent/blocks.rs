@@ -34,11 +34,12 @@ use bytewise::{
 /// Bytes per block.
 const BLOCK: usize = 16;
 
-/// Bytes per chunk: four blocks, which the walks skip at once when nothing in them needs a
-/// look bit by bit (a loop's step costs about as much as a block's comparisons).
+/// Bytes per chunk: four blocks, the step of the walks that read most of a text (a container's
+/// end; the searches, where nothing in a chunk needs a look): a loop's step costs about as much
+/// as a block's comparisons.
 const CHUNK: usize = 4 * BLOCK;
 
-/// The most bytes walked block by block before a chunk is tried again.
+/// The most bytes a search walks block by block before it tries a chunk again.
 const MAX_BACKOFF: usize = 8 * CHUNK;
 
 /// A chunk and the byte after it, which says whether a quote at the chunk's end opens a
