@@ -127,3 +127,19 @@ http_status() {
   [ "$status" -eq 7 ] # connection refused
   [ -z "$(registry_pids | grep -x "$pid" || true)" ]
 }
+
+@test "kwctl's offline trust configuration is made once, whoever asks for it at the same time" {
+  # suites run two at a time share kwctl's HOME: their first runs ask together
+  local home
+  home=$(mktemp -d "$(e2e_workdir)/kwctl-home.XXXXXX")
+  for i in 1 2 3 4 5 6; do
+    (E2E_KWCTL_HOME="$home" kwctl_trust_config >"$home/asked-$i" 2>&1 || echo failed >>"$home/asked-$i") &
+  done
+  wait
+  for i in 1 2 3 4 5 6; do
+    [ "$(cat "$home/asked-$i")" = "$home/sigstore/trust-config.json" ]
+  done
+  [ "$(jq -r .mediaType "$home/sigstore/trust-config.json")" = "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json" ]
+  # nothing half-made is left beside it
+  [ "$(ls "$home/sigstore")" = trust-config.json ]
+}

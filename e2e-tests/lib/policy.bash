@@ -77,16 +77,18 @@ kwctl_exec() {
 # sigstore's trust root from the internet; an empty one makes live runs fail ("Fulcio
 # certificates not found"). Nothing here is ever verified against it.
 kwctl_trust_config() {
-  local dir="$E2E_KWCTL_HOME/sigstore" ca pub kid
+  local dir="$E2E_KWCTL_HOME/sigstore" new ca pub kid
   if [[ ! -s "$dir/trust-config.json" ]]; then
-    mkdir -p "$dir"
-    openssl ecparam -name prime256v1 -genkey -noout -out "$dir/ca.key" 2>/dev/null &&
-      openssl req -x509 -new -key "$dir/ca.key" -sha256 -days 3650 -subj "/O=e2e/CN=e2e offline fulcio" \
+    # made in a directory of its own and renamed into place: suites run two at a time share
+    # this HOME, and two writing the same files at once made one fail
+    mkdir -p "$dir" && new=$(mktemp -d "$dir/new.XXXXXX") || return 1
+    openssl ecparam -name prime256v1 -genkey -noout -out "$new/ca.key" 2>/dev/null &&
+      openssl req -x509 -new -key "$new/ca.key" -sha256 -days 3650 -subj "/O=e2e/CN=e2e offline fulcio" \
         -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-        -outform DER -out "$dir/ca.der" 2>/dev/null &&
-      openssl ec -in "$dir/ca.key" -pubout -outform DER -out "$dir/pub.der" 2>/dev/null || return 1
-    ca=$(base64 -w0 "$dir/ca.der") pub=$(base64 -w0 "$dir/pub.der")
-    kid=$(openssl dgst -sha256 -binary "$dir/pub.der" | base64 -w0)
+        -outform DER -out "$new/ca.der" 2>/dev/null &&
+      openssl ec -in "$new/ca.key" -pubout -outform DER -out "$new/pub.der" 2>/dev/null || return 1
+    ca=$(base64 -w0 "$new/ca.der") pub=$(base64 -w0 "$new/pub.der")
+    kid=$(openssl dgst -sha256 -binary "$new/pub.der" | base64 -w0)
     jq -n --arg ca "$ca" --arg pub "$pub" --arg kid "$kid" '
       {rawBytes: $pub, keyDetails: "PKIX_ECDSA_P256_SHA_256", validFor: {start: "2020-01-01T00:00:00Z"}} as $key
       | {mediaType: "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
@@ -99,8 +101,9 @@ kwctl_trust_config() {
            timestampAuthorities: []},
          signingConfig: {mediaType: "application/vnd.dev.sigstore.signingconfig.v0.2+json",
            caUrls: [], oidcUrls: [], rekorTlogUrls: [], tsaUrls: [],
-           rekorTlogConfig: {selector: "ANY"}, tsaConfig: {selector: "ANY"}}}' >"$dir/trust-config.json.tmp" &&
-      mv "$dir/trust-config.json.tmp" "$dir/trust-config.json" || return 1
+           rekorTlogConfig: {selector: "ANY"}, tsaConfig: {selector: "ANY"}}}' >"$new/trust-config.json" &&
+      mv -f "$new/trust-config.json" "$dir/trust-config.json" || return 1
+    rm -rf "$new"
   fi
   printf '%s\n' "$dir/trust-config.json"
 }
