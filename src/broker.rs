@@ -74,10 +74,9 @@ impl BrokerRoutes {
                 let Ok(image) = &check.reference else {
                     continue;
                 };
-                let covered = || match &pod.secrets {
-                    Some(secrets) if secrets.consulted() => {
-                        !secrets.keyring.is_empty() && secrets.keyring.covers(&image.name())
-                    }
+                let name = image.name();
+                let covered = match &pod.secrets {
+                    Some(secrets) if secrets.consulted() => secrets.keyring.covers(&name),
                     // secrets not read by the policy: the broker reads them; a pod naming none
                     // has none, a template may get its ServiceAccount's
                     _ => match &credentials {
@@ -85,8 +84,8 @@ impl BrokerRoutes {
                         Credentials::ServiceAccount(_) => true,
                     },
                 };
-                if settings.usage == BrokerUse::All || covered() {
-                    routes.insert((pod.id, image.name()), credentials.clone());
+                if settings.usage == BrokerUse::All || covered {
+                    routes.insert((pod.id, name), credentials.clone());
                 }
             }
         }

@@ -326,13 +326,21 @@ pub fn string_list(text: &str) -> Option<Vec<Cow<'_, str>>> {
 /// it for none or some, when a string has an escape, which the scanner must then decode.
 /// Nothing between the strings is checked: the settings were validated when they were loaded,
 /// and a caller only asks whether some string answers a question.
-pub fn each_plain_string(text: &str, mut each: impl FnMut(&str)) -> bool {
-    blocks::string_spans(text.as_bytes(), |start, end| {
-        // both ends are at ASCII quotes: character boundaries
+pub fn each_plain_string(text: &str, each: impl FnMut(&str)) -> bool {
+    blocks::string_spans(text.as_bytes(), each_span(text, each))
+}
+
+/// `each` of the text between two offsets a walk of [`blocks`] found: both at ASCII quotes,
+/// so on character boundaries.
+fn each_span<'t>(
+    text: &'t str,
+    mut each: impl FnMut(&'t str) + 't,
+) -> impl FnMut(usize, usize) + 't {
+    move |start, end| {
         if let Some(string) = text.get(start..end) {
             each(string);
         }
-    })
+    }
 }
 
 /// [`each_plain_string`] of the strings whose first byte is one of `firsts` (never an empty
@@ -352,12 +360,7 @@ pub fn each_plain_string_starting(text: &str, firsts: [u8; 4], mut each: impl Fn
             }
         });
     }
-    blocks::strings_starting(text.as_bytes(), firsts, |start, end| {
-        // both ends are at ASCII bytes: character boundaries
-        if let Some(string) = text.get(start..end) {
-            each(string);
-        }
-    })
+    blocks::strings_starting(text.as_bytes(), firsts, each_span(text, each))
 }
 
 /// Whether `text` (a list of strings) holds the string `needle`, answered without reading the

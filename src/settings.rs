@@ -557,15 +557,18 @@ impl<'a> Settings<'a> {
             Some(&byte) if byte != first => false,
             _ => registry.starts_with(s) || s.starts_with(registry),
         };
-        let read = self.mirrors.get().is_some();
+        // once the rules are read, they answer
+        let unread = self.mirrors.get().is_none();
         let firsts = [first, b'*', first, first];
-        if self.ruled_out(
-            Key::Registries,
-            &self.no_mirror_for,
-            (registry, firsts),
-            read,
-            may_match,
-        ) {
+        if unread
+            && self.ruled_out(
+                Key::Registries,
+                &self.no_mirror_for,
+                registry,
+                firsts,
+                may_match,
+            )
+        {
             return vec![Location {
                 reference: reference.clone(),
                 is_mirror: false,
@@ -694,20 +697,19 @@ impl<'a> Settings<'a> {
     /// True when no string of the member `key` can match a name in `registry` (`may_match`
     /// says which could; it is asked only of strings starting with one of `firsts`), so that
     /// the member need not be read for it: remembered in `none_for`, since a request's images
-    /// mostly share their registry. Once the member is `read`, only what was remembered
-    /// answers.
+    /// mostly share their registry.
     fn ruled_out(
         &self,
         key: Key,
         none_for: &OnceCell<String>,
-        (registry, firsts): (&str, [u8; 4]),
-        read: bool,
+        registry: &str,
+        firsts: [u8; 4],
         may_match: impl FnMut(&str) -> bool,
     ) -> bool {
         if none_for.get().is_some_and(|r| r == registry) {
             return true;
         }
-        let ruled_out = !read && self.text_has(key, firsts, may_match) == Some(false);
+        let ruled_out = self.text_has(key, firsts, may_match) == Some(false);
         if ruled_out {
             let _ = none_for.set(registry.to_owned());
         }
@@ -775,18 +777,14 @@ impl<'a> Settings<'a> {
         // both spellings start with the registry: most exemptions differ from it at once, and
         // then neither spelling is written out
         let registry = reference.registry();
-        // the list's text first: no glob is made unless one may match
-        let read = self.exempt_images.get().is_some();
+        // the list's text first, while it is unread: no glob is made unless one may match
+        let unread = self.exempt_images.get().is_none();
         let may_match = |glob: &str| globs::may_match_from(glob, registry);
         // a glob starting with a literal other than the registry's first byte cannot match
         let first = registry.as_bytes().first().copied().unwrap_or(b'*');
-        if self.ruled_out(
-            Key::ExemptImages,
-            &self.no_exemption_from,
-            (registry, [first, b'*', b'?', b'[']),
-            read,
-            may_match,
-        ) {
+        let firsts = [first, b'*', b'?', b'['];
+        let no_exemption = &self.no_exemption_from;
+        if unread && self.ruled_out(Key::ExemptImages, no_exemption, registry, firsts, may_match) {
             return false;
         }
         self.exempt_images()
@@ -1351,6 +1349,14 @@ mod tests {
         assert!(!settings.is_namespace_exempt("kube-system-2"));
     }
 
+    /// A document as a host may send it: compact, and pretty-printed.
+    fn spellings(document: &serde_json::Value) -> [String; 2] {
+        [
+            document.to_string(),
+            serde_json::to_string_pretty(document).unwrap(),
+        ]
+    }
+
     #[test]
     fn mirror_locations_found_from_the_text_are_those_of_the_rules() {
         use crate::reference::ImageReference;
@@ -1377,10 +1383,7 @@ mod tests {
         ];
         for document in &documents {
             let tree = Settings::from_value(document).unwrap();
-            for text in [
-                document.to_string(),
-                serde_json::to_string_pretty(document).unwrap(),
-            ] {
+            for text in spellings(document) {
                 let read = Settings::from_json(&text).unwrap();
                 // twice each: the second answered from what the first remembered
                 for image in images.iter().chain(&images) {
@@ -1428,10 +1431,7 @@ mod tests {
         ];
         for document in &documents {
             let tree = Settings::from_value(document).unwrap();
-            for text in [
-                document.to_string(),
-                serde_json::to_string_pretty(document).unwrap(),
-            ] {
+            for text in spellings(document) {
                 for namespace in ["kube-system", "team-a", "team-b", ""] {
                     // each query on fresh settings: the text is searched before any list is read
                     let read = Settings::from_json(&text).unwrap();

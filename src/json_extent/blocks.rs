@@ -53,7 +53,7 @@ fn chunk_at(bytes: &[u8], at: usize) -> Option<&Chunk> {
 }
 
 /// One bit a byte of a chunk (bit `i` for byte `i`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Marks {
     quote: u64,
     backslash: u64,
@@ -222,9 +222,10 @@ pub(super) fn has_string(bytes: &[u8], needle: &[u8]) -> Option<bool> {
             let quoted = (end + 1)
                 .checked_sub(needle.len() + 1)
                 .and_then(|start| bytes.get(start..end + 2));
-            if quoted
-                .is_some_and(|quoted| quoted[1..quoted.len() - 1] == *needle && quoted[0] == b'"')
-            {
+            let text = quoted
+                .and_then(|quoted| quoted.strip_prefix(b"\""))
+                .and_then(|quoted| quoted.strip_suffix(b"\""));
+            if text == Some(needle) {
                 return Some(true);
             }
         }
@@ -411,22 +412,12 @@ mod simd {
         i8x16_bitmask(i8x16_eq(v, u8x16_splat(byte)))
     }
 
-    /// Every mask of a block.
+    /// Every mask of a chunk.
     #[inline(always)]
     pub(super) fn marks(chunk: &[u8; CHUNK]) -> Marks {
-        let mut marks = Marks {
-            quote: 0,
-            backslash: 0,
-            open: 0,
-            close: 0,
-        };
+        let mut marks = Marks::default();
         for offset in (0..CHUNK).step_by(BLOCK) {
-            // the offsets are constants within the chunk: the fallback is never taken
-            let block = chunk
-                .get(offset..)
-                .and_then(<[u8]>::first_chunk)
-                .unwrap_or(&[b' '; BLOCK]);
-            let v = load(block);
+            let v = block_of(chunk, offset);
             // `[` and `{`, `]` and `}` differ only in the bit 0x20
             let folded = v128_or(v, u8x16_splat(0x20));
             marks.quote |= u64::from(mask(v, b'"')) << offset;
@@ -453,9 +444,9 @@ mod simd {
         (mask(v, b'"'), mask(v, b'\\'), i8x16_bitmask(any))
     }
 
-    /// The block at `offset` of a chunk.
+    /// The block at `offset` of a chunk (with or without the byte after it).
     #[inline(always)]
-    fn block_of(chunk: &Chunk, offset: usize) -> v128 {
+    fn block_of<const N: usize>(chunk: &[u8; N], offset: usize) -> v128 {
         // the offsets are constants within the chunk: the fallback is never taken
         load(
             chunk
@@ -510,14 +501,9 @@ mod simd {
 mod bytewise {
     use super::{Chunk, Marks, BLOCK, CHUNK};
 
-    /// Every mask of a block.
+    /// Every mask of a chunk.
     pub(super) fn marks(chunk: &[u8; CHUNK]) -> Marks {
-        let mut marks = Marks {
-            quote: 0,
-            backslash: 0,
-            open: 0,
-            close: 0,
-        };
+        let mut marks = Marks::default();
         for (i, byte) in chunk.iter().enumerate() {
             let bit = 1u64 << i;
             match byte {
