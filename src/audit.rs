@@ -136,7 +136,7 @@ impl RunningImages {
         let Some(status) = object.at("/status") else {
             return RunningImages::default();
         };
-        let status: PodStatus = serde_json::from_str(status.get()).unwrap_or_default();
+        let status: PodStatus = serde_json::from_str(status).unwrap_or_default();
         RunningImages(
             status
                 .container_statuses

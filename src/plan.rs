@@ -4,8 +4,6 @@
 
 use std::collections::HashSet;
 
-use serde_json::value::RawValue;
-
 use crate::admission::{AdmissionRequest, Operation};
 use crate::custom_kinds::CustomKind;
 use crate::failure::{Failure, FailureKind, Observed};
@@ -393,11 +391,7 @@ impl<'a> Target<'a> {
 
     /// The pod specs of `object`, each with a check per container; `found` is the JSON at
     /// [`Target::pod_spec_pointer`], already found.
-    fn pods(
-        &self,
-        object: Object<'_>,
-        found: Option<&RawValue>,
-    ) -> Result<Vec<Pod>, WorkloadError> {
+    fn pods(&self, object: Object<'_>, found: Option<&str>) -> Result<Vec<Pod>, WorkloadError> {
         let (specs, fields) = match self {
             Target::Builtin(kind) => (vec![read_pod_spec(*kind, found)?], None),
             Target::Custom(custom) => {

@@ -370,15 +370,13 @@ where
 /// ([`crate::object::Object::metadata_and_at`] finds it in the pass that reads the metadata).
 pub fn read_pod_spec(
     kind: WorkloadKind,
-    found: Option<&RawValue>,
+    found: Option<&str>,
 ) -> Result<PodSpecView, WorkloadError> {
     let pointer = kind.pod_spec_pointer();
     let missing = || WorkloadError::MissingPodSpec {
         pointer: pointer.to_owned(),
     };
-    let raw = found
-        .filter(|raw| raw.get() != "null")
-        .ok_or_else(missing)?;
+    let raw = found.filter(|raw| *raw != "null").ok_or_else(missing)?;
     let mut spec = read_fields(raw, pointer)?;
     spec.admitted_pod = kind == WorkloadKind::Pod;
     spec.daemon_set = kind == WorkloadKind::DaemonSet;
@@ -401,12 +399,12 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
         pointer: pointer.to_owned(),
         reason: e.to_string(),
     })?;
-    read_fields(&text, pointer)
+    read_fields(text.get(), pointer)
 }
 
 /// The pod spec in `raw` (at `pointer`, for messages) decoded.
-fn read_fields(raw: &RawValue, pointer: &str) -> Result<PodSpecView, WorkloadError> {
-    let fields = serde_json::from_str(raw.get()).map_err(|e| WorkloadError::Malformed {
+fn read_fields(raw: &str, pointer: &str) -> Result<PodSpecView, WorkloadError> {
+    let fields = serde_json::from_str(raw).map_err(|e| WorkloadError::Malformed {
         pointer: pointer.to_owned(),
         reason: without_position(&e),
     })?;
