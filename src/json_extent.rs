@@ -107,12 +107,8 @@ impl<'a> Scanner<'a> {
         next
     }
 
-    /// A string's raw contents (escapes left as written), the scanner past its closing quote.
-    fn raw_string(&mut self) -> Result<&'a str, ExtentError> {
-        self.escaped_string().map(|(raw, _)| raw)
-    }
-
-    /// [`Scanner::raw_string`], and whether the string holds an escape.
+    /// A string's raw contents (escapes left as written), the scanner past its closing quote,
+    /// and whether the string holds an escape.
     fn escaped_string(&mut self) -> Result<(&'a str, bool), ExtentError> {
         self.require(b'"', "a string")?;
         let start = self.at;
@@ -237,26 +233,36 @@ impl<'a> Scanner<'a> {
     /// The raw key of the next member of the object entered, the scanner at its value (which
     /// the caller must consume), or `None` past the object's end.
     pub fn next_key(&mut self, first: bool) -> Result<Option<&'a str>, ExtentError> {
+        Ok(self.next_escaped_key(first)?.map(|(key, _)| key))
+    }
+
+    /// [`Scanner::next_key`], and whether the key holds an escape.
+    fn next_escaped_key(&mut self, first: bool) -> Result<Option<(&'a str, bool)>, ExtentError> {
         if self.eat(b'}') {
             return Ok(None);
         }
         if !first {
             self.require(b',', "a comma or the end of the object")?;
         }
-        let key = self.raw_string()?;
+        let key = self.escaped_string()?;
         self.require(b':', "a colon")?;
         Ok(Some(key))
     }
 
     /// Calls `each` with every member of the object at the scanner: its raw key and its value's
-    /// text.
+    /// text. A key written with an escape stops the walk: compared as written, it would not
+    /// match the name it spells, so the object is the careful reader's (serde's, which decodes
+    /// keys) to read.
     pub fn members(
         &mut self,
         mut each: impl FnMut(&'a str, &'a str, &mut Self) -> Result<(), ExtentError>,
     ) -> Result<(), ExtentError> {
         self.enter_object()?;
         let mut first = true;
-        while let Some(key) = self.next_key(std::mem::take(&mut first))? {
+        while let Some((key, escaped)) = self.next_escaped_key(std::mem::take(&mut first))? {
+            if escaped {
+                return Err(self.error("a key without escapes"));
+            }
             let value = self.value()?;
             each(key, value, self)?;
         }
@@ -426,6 +432,7 @@ mod tests {
             (r#"{"a" 1}"#, "a colon"),
             (r#"{"a": 1 "b": 2}"#, "a comma or the end of the object"),
             ("{1: 2}", "a string"),
+            (r#"{"a": 1, "\u0062": 2}"#, "a key without escapes"),
         ] {
             let error = Scanner::new(text).members(|_, _, _| Ok(())).unwrap_err();
             assert_eq!(error.expected, expected, "{text}");

@@ -12,23 +12,23 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::json_extent::{ExtentError, Scanner};
+use crate::json_extent::Scanner;
 
 /// An object of the request (`object`, `oldObject`) as JSON; empty when absent or `null`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Object<'a>(Option<&'a RawValue>);
+pub struct Object<'a>(Option<&'a str>);
 
 impl<'a> Object<'a> {
     /// The object whose JSON is `raw`.
     pub fn new(raw: Option<&'a RawValue>) -> Self {
-        Object(raw)
+        Object(raw.map(RawValue::get))
     }
 
     /// The value at a JSON pointer of object keys (`/spec/template/spec`): `None` where a
     /// member is missing or its parent is not an object, as `Value::pointer` answers. The
     /// policy's pointers are constants: neither `~` escapes nor array indexes are read.
     pub fn at(&self, pointer: &str) -> Option<&'a str> {
-        walk(self.0?.get(), pointer.split('/').skip(1))
+        walk(self.0?, pointer.split('/').skip(1))
     }
 
     /// The object's metadata and the value at `pointer`, read in one pass over the object's
@@ -36,7 +36,7 @@ impl<'a> Object<'a> {
     /// metadata, then the pod spec, scanned the object (its managed fields included) twice.
     /// Answers as [`Object::metadata`] and [`Object::at`] would.
     pub fn metadata_and_at(&self, pointer: Option<&str>) -> (Metadata, Option<&'a str>) {
-        let Some(raw) = self.0.map(RawValue::get) else {
+        let Some(raw) = self.0 else {
             return (Metadata::default(), None);
         };
         let mut keys = pointer.map(|p| p.split('/').skip(1));
@@ -49,16 +49,13 @@ impl<'a> Object<'a> {
     /// The whole object as a `Value` (`Null` when there is none).
     pub fn value(&self) -> Value {
         self.0
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or(Value::Null)
     }
 
     /// The object's metadata; fields of the wrong type read as absent.
     pub fn metadata(&self) -> Metadata {
-        read_metadata(
-            self.0
-                .and_then(|raw| members(raw.get(), [Some("metadata")])[0]),
-        )
+        read_metadata(self.0.and_then(|raw| members(raw, [Some("metadata")])[0]))
     }
 }
 
@@ -143,19 +140,13 @@ where
 /// rest: `None` for a key that is `None`, absent, or when `raw` is not an object (of
 /// duplicates, the last, as `Value` keeps). A key may be asked for twice.
 ///
-/// Found by [`Scanner`], sixty-four bytes a step, where serde's walk cost a third of a
-/// decision's instructions: the scanner trusts the text to be JSON, and it is (serde's capture
-/// of the request's object, or a value within it). A key written with an escape, which the
-/// scanner would compare as written, and anything it does not follow are left to serde.
+/// Found by [`Scanner`], sixty-four bytes a step (serde's walk cost a tenth of a one-image
+/// decision's instructions): the scanner trusts the text to be JSON, and it is (serde's capture
+/// of the request's object, or a value within it). A key written with an escape, and anything
+/// else the scanner does not follow, is left to serde.
 fn members<'a, const N: usize>(raw: &'a str, keys: [Option<&str>; N]) -> [Option<&'a str>; N] {
     let mut found = [None; N];
-    let scanned = Scanner::new(raw).members(|key, value, scanner| {
-        if key.contains('\\') {
-            return Err(ExtentError {
-                offset: scanner.offset(),
-                expected: "a key without escapes",
-            });
-        }
+    let scanned = Scanner::new(raw).members(|key, value, _| {
         for (slot, sought) in found.iter_mut().zip(keys) {
             if sought == Some(key) {
                 *slot = Some(value);
