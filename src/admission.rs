@@ -4,9 +4,10 @@
 //! a malformed request is reported precisely instead of failing as a whole.
 
 use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
 
-use crate::json_extent::{ascii_text, ExtentError, Scanner};
+use std::borrow::Cow;
+
+use crate::json_extent::{self, ascii_text, object_members, ExtentError, Scanner};
 use crate::settings::{Settings, SettingsError};
 
 use crate::object::{Metadata, Object};
@@ -18,11 +19,12 @@ pub struct ValidationPayload<'a> {
     /// needs them ([`Settings::read_from`]); the defaults when absent.
     pub settings: Settings<'a>,
     /// The Kubernetes admission request.
-    pub request: AdmissionRequest,
+    pub request: AdmissionRequest<'a>,
 }
 
 impl<'a> ValidationPayload<'a> {
-    /// Reads the payload in one pass: serde parses the request; of the settings only their
+    /// Reads the payload in one pass: the request's members are delimited by the scanner
+    /// ([`AdmissionRequest::scan`]), its objects kept as text; of the settings only their
     /// members are delimited, at a few instructions a byte where serde would spend a dozen on
     /// text most requests never read.
     pub fn parse(payload: &'a [u8]) -> Result<Self, PayloadError> {
@@ -40,10 +42,7 @@ impl<'a> ValidationPayload<'a> {
                     if request.is_some() {
                         return Err(PayloadError::Duplicate("request"));
                     }
-                    let mut stream = serde_json::Deserializer::from_str(scanner.rest()).into_iter();
-                    let read = stream.next().ok_or(PayloadError::MissingRequest)?;
-                    request = Some(read.map_err(PayloadError::Request)?);
-                    scanner.advance(stream.byte_offset());
+                    request = Some(AdmissionRequest::read_from(&mut scanner)?);
                 }
                 "settings" => {
                     if settings.is_some() {
@@ -95,7 +94,7 @@ pub enum PayloadError {
 /// A Kubernetes `AdmissionRequest`, reduced to what decides and explains a decision.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct AdmissionRequest {
+pub struct AdmissionRequest<'a> {
     /// Correlates the answer with the request.
     #[serde(deserialize_with = "null_as_default")]
     pub uid: String,
@@ -115,9 +114,11 @@ pub struct AdmissionRequest {
     #[serde(deserialize_with = "null_as_default")]
     pub operation: Operation,
     /// The object as it would be stored, as JSON ([`AdmissionRequest::object`] reads it).
-    pub object: Option<Box<RawValue>>,
+    #[serde(borrow, deserialize_with = "crate::object::raw_text")]
+    pub object: Option<&'a str>,
     /// The object before an UPDATE, as JSON.
-    pub old_object: Option<Box<RawValue>>,
+    #[serde(borrow, deserialize_with = "crate::object::raw_text")]
+    pub old_object: Option<&'a str>,
     /// Who asked: the API server always says; Kubewarden's audit scanner sends none.
     #[serde(deserialize_with = "null_as_default")]
     pub user_info: UserInfo,
@@ -167,15 +168,100 @@ pub enum Operation {
     Other,
 }
 
-impl AdmissionRequest {
+impl<'a> AdmissionRequest<'a> {
+    /// The request at `scanner`, which it moves past the request. Its members are found by the
+    /// scanner and its objects kept as their text, unread: serde, capturing them, walked every
+    /// byte of the object (its managed fields, every container's env) for a third of a fresh
+    /// evaluation's instructions, and the object's members are found by the scanner anyway
+    /// ([`Object`]). A request the scanner's reading does not cover (a member of the wrong
+    /// type, a duplicate, a key with an escape) is read by serde, whose error names it.
+    pub fn read_from(scanner: &mut Scanner<'a>) -> Result<Self, PayloadError> {
+        let mut probe = scanner.clone();
+        if let Some(request) = Self::scan(&mut probe) {
+            *scanner = probe;
+            return Ok(request);
+        }
+        let mut stream = serde_json::Deserializer::from_str(scanner.rest()).into_iter();
+        let read = stream.next().ok_or(PayloadError::MissingRequest)?;
+        let request = read.map_err(PayloadError::Request)?;
+        scanner.advance(stream.byte_offset());
+        Ok(request)
+    }
+
+    /// The request at `scanner` as serde would read it, or `None` where serde must say why
+    /// not (or could, for a member whose type the scanner's reading does not check).
+    fn scan(scanner: &mut Scanner<'a>) -> Option<Self> {
+        let mut request = AdmissionRequest::default();
+        // serde refuses a field written twice
+        let mut seen = 0u16;
+        let not_scanned = ExtentError {
+            offset: scanner.offset(),
+            expected: "a request the scanner reads",
+        };
+        scanner
+            .members(|key, value, _| match request.take(key, value) {
+                Some(field) if seen & field == 0 => {
+                    seen |= field;
+                    Ok(())
+                }
+                _ => Err(not_scanned.clone()),
+            })
+            .ok()?;
+        Some(request)
+    }
+
+    /// Sets the field named `key` from its value's text: the field's bit (none for a member
+    /// the policy does not read); `None` for text serde must read.
+    fn take(&mut self, key: &str, value: &'a str) -> Option<u16> {
+        Some(match key {
+            "uid" => {
+                self.uid = string_or_null(value)?;
+                1
+            }
+            "kind" => {
+                self.kind = GroupVersionKind::scan(value)?;
+                1 << 1
+            }
+            "subResource" => {
+                self.sub_resource = string_or_null(value)?;
+                1 << 2
+            }
+            "name" => {
+                self.name = string_or_null(value)?;
+                1 << 3
+            }
+            "namespace" => {
+                self.namespace = string_or_null(value)?;
+                1 << 4
+            }
+            "operation" => {
+                self.operation = Operation::named(&string_or_null(value)?);
+                1 << 5
+            }
+            "object" => {
+                self.object = object_text(value)?;
+                1 << 6
+            }
+            "oldObject" => {
+                self.old_object = object_text(value)?;
+                1 << 7
+            }
+            "userInfo" => {
+                self.user_info = UserInfo::scan(value)?;
+                1 << 8
+            }
+            _ => 0,
+        })
+    }
+
     /// The object as it would be stored.
-    pub fn object(&self) -> Object<'_> {
-        Object::new(self.object.as_deref())
+    pub fn object(&self) -> Object<'a> {
+        Object::new(self.object)
     }
 
     /// The object before an UPDATE.
-    pub fn old_object(&self) -> Object<'_> {
-        Object::new(self.old_object.as_deref())
+    pub fn old_object(&self) -> Object<'a> {
+        Object::new(self.old_object)
     }
 
     /// The object's name as people know it: the request name, else `metadata.name`, else the
@@ -190,6 +276,76 @@ impl AdmissionRequest {
         match metadata.generate_name.as_str() {
             "" => "(unnamed)".to_owned(),
             prefix => format!("{prefix}*"),
+        }
+    }
+}
+
+/// A string member as serde reads it into a `String` with `null` as its default.
+fn string_or_null(value: &str) -> Option<String> {
+    json_extent::string_or_null(value).map(|string| string.map(Cow::into_owned).unwrap_or_default())
+}
+
+/// An object member's text as serde's `Option<&RawValue>` captures it: `null` is absent. Only a
+/// list, object or string is taken from the scanner, whose trust covers where they end; a
+/// number or literal serde checks.
+fn object_text(value: &str) -> Option<Option<&str>> {
+    match value.as_bytes().first()? {
+        b'n' if value == "null" => Some(None),
+        b'{' | b'[' | b'"' => Some(Some(value)),
+        _ => None,
+    }
+}
+
+impl GroupVersionKind {
+    /// The kind at `value`, as serde reads it (unknown members ignored).
+    fn scan(value: &str) -> Option<Self> {
+        let mut kind = GroupVersionKind::default();
+        let mut seen = [false; 3];
+        object_members(value, |key, value| {
+            let (field, slot) = match key {
+                "group" => (&mut kind.group, 0),
+                "version" => (&mut kind.version, 1),
+                "kind" => (&mut kind.kind, 2),
+                _ => return Some(()),
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return None;
+            }
+            *field = string_or_null(value)?;
+            Some(())
+        })?;
+        Some(kind)
+    }
+}
+
+impl UserInfo {
+    /// The user at `value`, as serde reads it (unknown members ignored).
+    fn scan(value: &str) -> Option<Self> {
+        let mut user = UserInfo::default();
+        let mut seen = false;
+        object_members(value, |key, value| {
+            if key != "username" {
+                return Some(());
+            }
+            if std::mem::replace(&mut seen, true) {
+                return None;
+            }
+            user.username = string_or_null(value)?;
+            Some(())
+        })?;
+        Some(user)
+    }
+}
+
+impl Operation {
+    /// The operation named `name`, as serde reads it.
+    fn named(name: &str) -> Self {
+        match name {
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            "CONNECT" => Operation::Connect,
+            _ => Operation::Other,
         }
     }
 }
@@ -251,5 +407,69 @@ mod tests {
         assert!(result.is_err());
         let result = payload(json!({"settings": {}}));
         assert!(result.unwrap_err().to_string().contains("request"));
+    }
+
+    #[test]
+    fn the_scanner_reads_requests_as_serde_does() {
+        let mut texts = Vec::new();
+        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            texts.push(value["request"].to_string());
+        }
+        let fixtures = texts.len();
+        for variant in [
+            json!({"uid": null, "kind": null, "operation": null, "userInfo": null}),
+            json!({"kind": {"group": null, "version": "v1", "kind": "Pod", "x": [1]}}),
+            json!({"kind": {"kind": 7}}),
+            json!({"kind": "Pod"}),
+            json!({"operation": "PATCH", "subResource": "ephemeralcontainers"}),
+            json!({"operation": 1}),
+            json!({"name": "a\"b\u{e9}", "namespace": ""}),
+            json!({"object": 7, "oldObject": "x"}),
+            json!({"object": [1], "oldObject": {"a": ""}}),
+            json!({"object": true}),
+            json!({"userInfo": {"username": "system:serviceaccount:kubewarden:audit", "groups": []}}),
+            json!({"userInfo": {"username": 7}}),
+            json!({"userInfo": []}),
+            json!({"dryRun": false, "options": null, "resource": {"resource": "pods"}}),
+            json!([]),
+            json!(null),
+        ] {
+            texts.push(variant.to_string());
+        }
+        // what a tree cannot hold: duplicates, escapes, whitespace
+        for raw in [
+            r#"{"uid": "a", "uid": "b"}"#,
+            r#"{"kind": {"kind": "Pod", "kind": "Job"}}"#,
+            r#"{"userInfo": {"username": "a", "username": "b"}}"#,
+            r#"{"u\u0069d": "a"}"#,
+            r#"{"uid": "\u0061\/b"}"#,
+            r#"{ "uid" : "a" , "object" : { "spec" : { } } , "oldObject" : null }"#,
+        ] {
+            texts.push(raw.to_owned());
+        }
+        let mut scanned = 0;
+        for (index, text) in texts.iter().enumerate() {
+            let by_serde = serde_json::from_str::<AdmissionRequest>(text)
+                .map(|request| format!("{request:?}"))
+                .map_err(|e| e.to_string());
+            match AdmissionRequest::scan(&mut Scanner::new(text)) {
+                Some(request) => {
+                    scanned += 1;
+                    assert_eq!(Ok(format!("{request:?}")), by_serde, "{text}");
+                }
+                // serde reads what the scanner leaves, so only the fixtures must be scanned
+                None => assert!(index >= fixtures, "a fixture was left to serde: {text}"),
+            }
+            // and the payload's reader answers as serde, whichever read it
+            let mut scanner = Scanner::new(text);
+            let read = AdmissionRequest::read_from(&mut scanner)
+                .map(|request| format!("{request:?}"))
+                .map_err(|e| e.to_string());
+            assert_eq!(read, by_serde, "{text}");
+            assert!(read.is_err() || scanner.at_end(), "{text}");
+        }
+        assert!(scanned > fixtures + 8, "{scanned}");
     }
 }

@@ -289,6 +289,54 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// A member's value that is a string or `null`: `Some(None)` for `null`, the string decoded
+/// when it holds escapes; `None` for any other value, which the caller leaves to serde.
+pub fn string_or_null(value: &str) -> Option<Option<Cow<'_, str>>> {
+    if value == "null" {
+        return Some(None);
+    }
+    let mut scanner = Scanner::new(value);
+    let string = scanner.string().ok()?;
+    scanner.at_end().then_some(Some(string))
+}
+
+/// Walks the object `value` (`null` has no members), calling `each` with every member's raw
+/// key and value; `None` when `value` is neither, a key holds an escape, or `each` refuses a
+/// member: the object is then serde's to read.
+pub fn object_members<'v>(
+    value: &'v str,
+    mut each: impl FnMut(&'v str, &'v str) -> Option<()>,
+) -> Option<()> {
+    if value == "null" {
+        return Some(());
+    }
+    let refused = ExtentError {
+        offset: 0,
+        expected: "a member the caller reads",
+    };
+    Scanner::new(value)
+        .members(|key, value, _| each(key, value).ok_or(refused.clone()))
+        .ok()
+}
+
+/// Calls `each` with every element's text of the list `value`; `None` when `value` is not a
+/// list or `each` refuses an element.
+pub fn list_elements<'v>(
+    value: &'v str,
+    mut each: impl FnMut(&'v str) -> Option<()>,
+) -> Option<()> {
+    let refused = ExtentError {
+        offset: 0,
+        expected: "an element the caller reads",
+    };
+    Scanner::new(value)
+        .elements(|scanner| {
+            let element = scanner.value()?;
+            each(element).ok_or(refused.clone())
+        })
+        .ok()
+}
+
 /// The offset of the quote that closes the string whose contents start at `from`. Inlined: it is
 /// the inner loop of [`Scanner::value`], where a call per string costs a twentieth of a request.
 #[inline(always)]

@@ -20,8 +20,8 @@ pub struct Object<'a>(Option<&'a str>);
 
 impl<'a> Object<'a> {
     /// The object whose JSON is `raw`.
-    pub fn new(raw: Option<&'a RawValue>) -> Self {
-        Object(raw.map(RawValue::get))
+    pub fn new(raw: Option<&'a str>) -> Self {
+        Object(raw)
     }
 
     /// The value at a JSON pointer of object keys (`/spec/template/spec`): `None` where a
@@ -57,6 +57,15 @@ impl<'a> Object<'a> {
     pub fn metadata(&self) -> Metadata {
         read_metadata(self.0.and_then(|raw| members(raw, [Some("metadata")])[0]))
     }
+}
+
+/// A member's JSON text borrowed from the text serde reads (an explicit `null` is absent): for
+/// `deserialize_with`, where a member is kept as text and read later, or never.
+pub(crate) fn raw_text<'de, D>(deserializer: D) -> Result<Option<&'de str>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Option::<&'de RawValue>::deserialize(deserializer).map(|raw| raw.map(RawValue::get))
 }
 
 /// `metadata`'s JSON read leniently: a metadata of the wrong shape reads as empty.
@@ -256,7 +265,7 @@ mod tests {
         let value = json!({"spec": {"template": {"spec": {"containers": []}}, "n": null},
                            "escaped\"key": 1, "list": [1], "s": "x"});
         let json = raw(&value);
-        let object = Object::new(Some(&json));
+        let object = Object::new(Some(json.get()));
         for pointer in [
             "/spec",
             "/spec/template/spec",
@@ -313,7 +322,7 @@ mod tests {
     fn the_last_of_duplicate_keys_wins_as_in_a_value() {
         let json: Box<RawValue> =
             serde_json::from_str(r#"{"spec": 1, "spec": {"a": 2}}"#).expect("raw");
-        let object = Object::new(Some(&json));
+        let object = Object::new(Some(json.get()));
         assert_eq!(object.at("/spec/a"), Some("2"));
     }
 
@@ -323,8 +332,8 @@ mod tests {
             "name": 7, "generateName": "web-", "annotations": "none",
             "ownerReferences": [3, {"kind": "ReplicaSet", "apiVersion": "apps/v1", "controller": true},
                                 {"kind": "Job", "controller": "yes"}]}}));
-        let metadata = Object::new(Some(&json)).metadata();
-        let (once, _) = Object::new(Some(&json)).metadata_and_at(Some("/spec"));
+        let metadata = Object::new(Some(json.get())).metadata();
+        let (once, _) = Object::new(Some(json.get())).metadata_and_at(Some("/spec"));
         assert_eq!(format!("{once:?}"), format!("{metadata:?}"));
         assert_eq!(metadata.name, "");
         assert_eq!(metadata.generate_name, "web-");
@@ -343,9 +352,9 @@ mod tests {
             ]
         );
         let json = raw(&json!({"metadata": "gone"}));
-        assert!(Object::new(Some(&json)).metadata().name.is_empty());
+        assert!(Object::new(Some(json.get())).metadata().name.is_empty());
         let json = raw(&json!({"metadata": {"ownerReferences": {"kind": "x"}}}));
-        assert!(Object::new(Some(&json))
+        assert!(Object::new(Some(json.get()))
             .metadata()
             .owner_references
             .is_empty());

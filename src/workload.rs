@@ -1,12 +1,15 @@
 //! Workloads and their containers: where each kind keeps its pod spec, which images it lists
 //! (containers' and image volumes'), and the pull policy the kubelet will apply to each.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::json_extent::{self, list_elements, object_members};
 use crate::reference::ImageReference;
 use crate::scheduling::Placement;
 
@@ -265,8 +268,8 @@ struct PodSpecFields<'a> {
     /// Kept as text and read entry by entry ([`lenient_volumes`]): a pod's volumes are mostly
     /// not images (every Pod has its projected ServiceAccount token), and building a `Value`
     /// of them cost more than the rest of a one-container Pod's spec on a fresh instance.
-    #[serde(default, borrow)]
-    volumes: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "crate::object::raw_text")]
+    volumes: Option<&'a str>,
     #[serde(default, deserialize_with = "null_as_default")]
     image_pull_secrets: Vec<SecretReference>,
     #[serde(default)]
@@ -344,16 +347,198 @@ fn image_pointer(spec: &str, field: &str, index: usize, leaf: &str) -> String {
 /// `volumes`, entry by entry: an entry that does not decode (a custom kind's template may hold
 /// a placeholder where a volume goes) reads as `None`, keeping the others' indexes, and
 /// anything but a list reads as empty. The API server has validated a Pod's volumes already.
-fn lenient_volumes(volumes: Option<&RawValue>) -> Vec<Option<VolumeFields>> {
-    let Some(entries) =
-        volumes.and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
-    else {
+fn lenient_volumes(volumes: Option<&str>) -> Vec<Option<VolumeFields>> {
+    let Some(text) = volumes else {
+        return Vec::new();
+    };
+    // each entry found by the scanner, and read by it unless serde must say what it is
+    let mut scanned = Vec::new();
+    let walked = list_elements(text, |entry| {
+        scanned.push(VolumeFields::scan(entry).unwrap_or_else(|| serde_json::from_str(entry).ok()));
+        Some(())
+    });
+    if walked.is_some() {
+        return scanned;
+    }
+    let Ok(entries) = serde_json::from_str::<Vec<&RawValue>>(text) else {
         return Vec::new();
     };
     entries
         .iter()
         .map(|entry| serde_json::from_str(entry.get()).ok())
         .collect()
+}
+
+/// The members of [`PodSpecFields`] in [`PodSpecFields::scan`]'s order, by their JSON names.
+const SPEC_FIELDS: [&str; 9] = [
+    "initContainers",
+    "containers",
+    "ephemeralContainers",
+    "volumes",
+    "imagePullSecrets",
+    "serviceAccountName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+];
+
+impl<'a> PodSpecFields<'a> {
+    /// The fields as serde reads them from the pod spec `raw`, found by the scanner: serde
+    /// walked every byte of the spec (each container's env, resources and probes, every
+    /// volume) to read these few. `None` where serde must read the spec, to name what does not
+    /// fit: a member of the wrong type, one written twice, a key with an escape.
+    fn scan(raw: &'a str) -> Option<Self> {
+        let mut texts: [Option<&str>; SPEC_FIELDS.len()] = [None; SPEC_FIELDS.len()];
+        object_members(raw, |key, value| {
+            let Some(field) = SPEC_FIELDS.iter().position(|f| *f == key) else {
+                return Some(());
+            };
+            texts[field].replace(value).is_none().then_some(())
+        })?;
+        let [init, containers, ephemeral, volumes, secrets, account, selector, affinity, tolerations] =
+            texts;
+        let value = |text: Option<&str>| match text {
+            None => Some(Value::Null),
+            Some(text) => serde_json::from_str(text).ok(),
+        };
+        Some(PodSpecFields {
+            init_containers: ContainerFields::scan_list(init)?,
+            // required: serde names it missing, or refuses `null`
+            containers: ContainerFields::scan_list(Some(containers.filter(|t| *t != "null")?))?,
+            ephemeral_containers: ContainerFields::scan_list(ephemeral)?,
+            volumes: volumes.filter(|text| *text != "null"),
+            image_pull_secrets: SecretReference::scan_list(secrets)?,
+            service_account_name: account
+                .map_or(Some(None), json_extent::string_or_null)?
+                .map(Cow::into_owned),
+            node_selector: match selector {
+                None => BTreeMap::new(),
+                Some(text) => serde_json::from_str::<Option<_>>(text)
+                    .ok()?
+                    .unwrap_or_default(),
+            },
+            affinity: value(affinity)?,
+            tolerations: value(tolerations)?,
+        })
+    }
+}
+
+impl ContainerFields {
+    /// A list of containers (absent or `null`: none), as serde reads it; `None` where serde
+    /// must.
+    fn scan_list(text: Option<&str>) -> Option<Vec<Self>> {
+        let mut containers = Vec::new();
+        let Some(text) = text.filter(|text| *text != "null") else {
+            return Some(containers);
+        };
+        list_elements(text, |entry| {
+            containers.push(Self::scan(entry)?);
+            Some(())
+        })?;
+        Some(containers)
+    }
+
+    /// One container's fields, its other members skipped.
+    fn scan(entry: &str) -> Option<Self> {
+        if entry == "null" {
+            return None;
+        }
+        let (mut name, mut image, mut pull_policy) = (None, None, None);
+        object_members(entry, |key, value| {
+            let slot = match key {
+                "name" => &mut name,
+                "image" => &mut image,
+                "imagePullPolicy" => &mut pull_policy,
+                _ => return Some(()),
+            };
+            let read = json_extent::string_or_null(value)?;
+            slot.replace(read).is_none().then_some(())
+        })?;
+        Some(ContainerFields {
+            name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
+            image: image.flatten().map(Cow::into_owned),
+            image_pull_policy: pull_policy.flatten().map(Cow::into_owned),
+        })
+    }
+}
+
+impl SecretReference {
+    /// `imagePullSecrets` (absent or `null`: none), as serde reads it; `None` where serde must.
+    fn scan_list(text: Option<&str>) -> Option<Vec<Self>> {
+        let mut secrets = Vec::new();
+        let Some(text) = text.filter(|text| *text != "null") else {
+            return Some(secrets);
+        };
+        list_elements(text, |entry| {
+            let mut name = None;
+            if entry == "null" {
+                return None;
+            }
+            object_members(entry, |key, value| {
+                if key != "name" {
+                    return Some(());
+                }
+                name.replace(json_extent::string_or_null(value)?)
+                    .is_none()
+                    .then_some(())
+            })?;
+            secrets.push(SecretReference {
+                name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
+            });
+            Some(())
+        })?;
+        Some(secrets)
+    }
+}
+
+impl VolumeFields {
+    /// One volume's name and image source, as serde reads them; `None` where serde must say
+    /// (the entry then reads as serde reads it: a volume it cannot read is skipped).
+    fn scan(entry: &str) -> Option<Option<Self>> {
+        if entry == "null" {
+            return None;
+        }
+        let (mut name, mut image) = (None, None);
+        object_members(entry, |key, value| match key {
+            "name" => name
+                .replace(json_extent::string_or_null(value)?)
+                .is_none()
+                .then_some(()),
+            "image" => image
+                .replace(ImageVolumeFields::scan(value)?)
+                .is_none()
+                .then_some(()),
+            _ => Some(()),
+        })?;
+        Some(Some(VolumeFields {
+            name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
+            image: image.flatten(),
+        }))
+    }
+}
+
+impl ImageVolumeFields {
+    /// `volumes[].image` (`null`: none), as serde reads it.
+    fn scan(value: &str) -> Option<Option<Self>> {
+        if value == "null" {
+            return Some(None);
+        }
+        let (mut reference, mut pull_policy) = (None, None);
+        object_members(value, |key, value| {
+            let slot = match key {
+                "reference" => &mut reference,
+                "pullPolicy" => &mut pull_policy,
+                _ => return Some(()),
+            };
+            slot.replace(json_extent::string_or_null(value)?)
+                .is_none()
+                .then_some(())
+        })?;
+        Some(Some(ImageVolumeFields {
+            reference: reference.flatten().map(Cow::into_owned),
+            pull_policy: pull_policy.flatten().map(Cow::into_owned),
+        }))
+    }
 }
 
 /// Treats an explicit JSON `null` like an absent field.
@@ -404,10 +589,13 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
 
 /// The pod spec in `raw` (at `pointer`, for messages) decoded.
 fn read_fields(raw: &str, pointer: &str) -> Result<PodSpecView, WorkloadError> {
-    let fields = serde_json::from_str(raw).map_err(|e| WorkloadError::Malformed {
-        pointer: pointer.to_owned(),
-        reason: without_position(&e),
-    })?;
+    let fields = match PodSpecFields::scan(raw) {
+        Some(fields) => fields,
+        None => serde_json::from_str(raw).map_err(|e| WorkloadError::Malformed {
+            pointer: pointer.to_owned(),
+            reason: without_position(&e),
+        })?,
+    };
     Ok(view(fields, pointer))
 }
 
@@ -488,7 +676,10 @@ mod tests {
     /// Reads the pod spec of `object` from its JSON, as a request's object is read.
     fn read(kind: WorkloadKind, object: &Value) -> Result<PodSpecView, WorkloadError> {
         let raw = serde_json::value::to_raw_value(object).expect("raw");
-        read_pod_spec(kind, Object::new(Some(&raw)).at(kind.pod_spec_pointer()))
+        read_pod_spec(
+            kind,
+            Object::new(Some(raw.get())).at(kind.pod_spec_pointer()),
+        )
     }
 
     #[test]
@@ -707,5 +898,94 @@ mod tests {
             PullPolicy::effective(Some("Sometimes"), &parse("nginx:1")),
             PullPolicy::IfNotPresent
         );
+    }
+
+    /// Every value under `value` that is a pod spec (it has `containers`).
+    fn pod_specs(value: &Value, found: &mut Vec<Value>) {
+        match value {
+            Value::Object(map) => {
+                if map.contains_key("containers") {
+                    found.push(value.clone());
+                }
+                map.values().for_each(|v| pod_specs(v, found));
+            }
+            Value::Array(list) => list.iter().for_each(|v| pod_specs(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_scanner_reads_pod_specs_as_serde_does() {
+        let mut specs = Vec::new();
+        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+            pod_specs(&serde_json::from_str(&text).expect("JSON"), &mut specs);
+        }
+        assert!(specs.len() >= 12, "{}", specs.len());
+        let mut texts: Vec<String> = specs.iter().map(Value::to_string).collect();
+        let fixtures = texts.len();
+        let c = |container: Value| json!({"containers": [container]});
+        for variant in [
+            json!({"containers": null}),
+            json!({"initContainers": null, "containers": [], "ephemeralContainers": null}),
+            json!({"image": "a"}),
+            c(json!(null)),
+            c(json!(["name", "image"])),
+            c(json!({"name": null, "image": null, "imagePullPolicy": null, "env": [{"a": 1}]})),
+            c(json!({"name": "a", "image": 7})),
+            c(json!({"name": "a\"b", "image": "r\u{e9}g/x:1"})),
+            json!({"containers": [], "volumes": null}),
+            json!({"containers": [], "volumes": "x"}),
+            json!({"containers": [], "volumes": [null, 7, {"name": "a",
+                "image": {"reference": "r", "pullPolicy": null}}, {"name": "b", "image": null},
+                {"name": "c", "image": {"reference": 7}}, {"name": null, "projected": {"x": [1]}},
+                {"name": "d", "image": "e"}, {"image": {"reference": "f", "extra": null}}]}),
+            json!({"containers": [], "imagePullSecrets": null}),
+            json!({"containers": [], "imagePullSecrets": [{"name": null}, {}, {"name": "s"}]}),
+            json!({"containers": [], "imagePullSecrets": [null]}),
+            json!({"containers": [], "imagePullSecrets": "s"}),
+            json!({"containers": [], "serviceAccountName": null}),
+            json!({"containers": [], "serviceAccountName": ""}),
+            json!({"containers": [], "serviceAccountName": 7}),
+            json!({"containers": [], "nodeSelector": null, "affinity": null, "tolerations": null}),
+            json!({"containers": [], "nodeSelector": {"a": "b"}, "tolerations": [{"key": "k"}]}),
+            json!({"containers": [], "nodeSelector": {"a": null}}),
+            json!({"containers": [], "nodeSelector": []}),
+        ] {
+            texts.push(variant.to_string());
+        }
+        // what a tree cannot hold: duplicates, escaped keys, whitespace
+        for raw in [
+            r#"{"containers": [], "containers": [{"image": "a"}]}"#,
+            r#"{"containers": [{"image": "a", "image": "b"}]}"#,
+            r#"{"con\u0074ainers": [{"image": "a"}]}"#,
+            r#"{"containers": [{"im\u0061ge": "a"}]}"#,
+            r#"{"containers": [{"image": "a\u0062c\/d"}]}"#,
+            r#"{ "containers" : [ { "name" : "x" , "image" : "a" } ] , "volumes" : [ ] }"#,
+            r#"{"containers": [], "volumes": [{"name": "a", "name": "b"}]}"#,
+            r#"{"containers": [], "imagePullSecrets": [{"name": "a", "name": "b"}]}"#,
+        ] {
+            texts.push(raw.to_owned());
+        }
+        let mut scanned = 0;
+        for (index, text) in texts.iter().enumerate() {
+            let by_serde = serde_json::from_str::<PodSpecFields>(text).map(|f| view(f, "/spec"));
+            match PodSpecFields::scan(text) {
+                Some(fields) => {
+                    scanned += 1;
+                    assert_eq!(
+                        Ok(view(fields, "/spec")),
+                        by_serde.map_err(|e| e.to_string()),
+                        "{text}"
+                    );
+                }
+                // serde reads what the scanner leaves, so only the fixtures must be scanned
+                None => assert!(
+                    index >= fixtures,
+                    "a fixture's spec was left to serde: {text}"
+                ),
+            }
+        }
+        assert!(scanned > fixtures + 10, "{scanned}");
     }
 }

@@ -7,8 +7,9 @@ use crate::reference::ImageReference;
 use crate::settings::Actions;
 use crate::workload::{ContainerImage, ContainerList};
 
-fn request(value: Value) -> AdmissionRequest {
-    let text = json!({ "request": value }).to_string();
+fn request(value: Value) -> AdmissionRequest<'static> {
+    // the text lives for the test: a request borrows its objects from it
+    let text: &'static str = Box::leak(json!({ "request": value }).to_string().into_boxed_str());
     ValidationPayload::parse(text.as_bytes()).unwrap().request
 }
 
@@ -43,7 +44,7 @@ fn audit(kind: &str, object: &Value, findings: &[Finding], actions: &Actions) ->
     let raw = serde_json::value::to_raw_value(object).unwrap();
     report(
         &resource(kind),
-        Object::new(Some(&raw)),
+        Object::new(Some(raw.get())),
         findings,
         &[],
         actions,
