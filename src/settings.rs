@@ -149,13 +149,16 @@ pub const DEFAULT_TIME_BUDGET_MS: u64 = 1_500;
 /// The policy server stops any evaluation after at most 30 s.
 const MAX_TIME_BUDGET_MS: u64 = 30_000;
 
-/// The settings as operators write them (camelCase JSON/YAML).
-#[derive(Debug, Clone, Deserialize)]
+/// The settings as operators write them (camelCase JSON/YAML). Each member's default is its
+/// type's: a member not written reads as `Default::default()` of its type, without building
+/// the rest ([`Settings::read_with`]).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 struct RawSettings {
     actions: Actions,
     pull_secrets: PullSecretSettings,
-    time_budget_ms: u64,
+    /// `None` when not written: [`DEFAULT_TIME_BUDGET_MS`].
+    time_budget_ms: Option<u64>,
     exempt_namespaces: Vec<String>,
     exempt_images: Vec<String>,
     registries: Vec<RegistryRule>,
@@ -173,30 +176,6 @@ struct RawSettings {
     short_names: ShortNameRules,
     lookup_broker: Option<BrokerSettings>,
     audit: AuditSettings,
-}
-
-impl Default for RawSettings {
-    fn default() -> Self {
-        RawSettings {
-            actions: Actions::default(),
-            pull_secrets: PullSecretSettings::default(),
-            time_budget_ms: DEFAULT_TIME_BUDGET_MS,
-            exempt_namespaces: Vec::new(),
-            exempt_images: Vec::new(),
-            registries: Vec::new(),
-            required_platforms: Vec::new(),
-            pin_digests: false,
-            custom_resources: Vec::new(),
-            owned_objects: None,
-            owned_pods: None,
-            lookup_registries: Vec::new(),
-            denied_lookup_networks: None,
-            not_found_may_mean_denied: None,
-            short_names: ShortNameRules::default(),
-            lookup_broker: None,
-            audit: AuditSettings::default(),
-        }
-    }
 }
 
 /// The members of the settings, in [`RawSettings`]' order, by their JSON names.
@@ -424,7 +403,7 @@ impl<'a> Settings<'a> {
         compile: impl FnOnce(R) -> Result<T, SettingsError>,
     ) -> T
     where
-        R: DeserializeOwned,
+        R: DeserializeOwned + Default,
         T: Default,
     {
         self.read_with(key, |text| serde_json::from_str(text).ok(), take, compile)
@@ -459,7 +438,7 @@ impl<'a> Settings<'a> {
 
     /// [`Settings::read`] with `fast`, the parser of a member free of the UI's blanks (`None`
     /// when it does not parse: the careful way then explains it).
-    fn read_with<R, T: Default>(
+    fn read_with<R: Default, T: Default>(
         &self,
         key: Key,
         fast: impl FnOnce(&'a str) -> Option<R>,
@@ -467,7 +446,7 @@ impl<'a> Settings<'a> {
         compile: impl FnOnce(R) -> Result<T, SettingsError>,
     ) -> T {
         let raw = match self.members[key as usize] {
-            None => Ok(take(RawSettings::default())),
+            None => Ok(R::default()),
             Some(member) => match (!member.blanks).then(|| fast(member.text)).flatten() {
                 Some(raw) => Ok(raw),
                 None => careful(key, member.text).map(take),
@@ -889,7 +868,8 @@ enum Checks {
 }
 
 /// `timeBudgetMs`, within what the policy server allows an evaluation.
-fn time_budget(ms: u64) -> Result<Duration, SettingsError> {
+fn time_budget(ms: Option<u64>) -> Result<Duration, SettingsError> {
+    let ms = ms.unwrap_or(DEFAULT_TIME_BUDGET_MS);
     if !(1..=MAX_TIME_BUDGET_MS).contains(&ms) {
         return Err(SettingsError::new(
             "timeBudgetMs",

@@ -354,18 +354,26 @@ fn lenient_volumes(volumes: Option<&str>) -> Vec<Option<VolumeFields>> {
     // each entry found by the scanner, and read by it unless serde must say what it is
     let mut scanned = Vec::new();
     let walked = list_elements(text, |entry| {
-        scanned.push(VolumeFields::scan(entry).unwrap_or_else(|| serde_json::from_str(entry).ok()));
+        scanned
+            .push(VolumeFields::scan(entry).unwrap_or_else(|| VolumeFields::read_by_serde(entry)));
         Some(())
     });
-    if walked.is_some() {
-        return scanned;
+    match walked {
+        Some(()) => scanned,
+        None => volumes_by_serde(text),
     }
+}
+
+/// [`lenient_volumes`] by serde, for a list the scanner does not walk; out of line.
+#[cold]
+#[inline(never)]
+fn volumes_by_serde(text: &str) -> Vec<Option<VolumeFields>> {
     let Ok(entries) = serde_json::from_str::<Vec<&RawValue>>(text) else {
         return Vec::new();
     };
     entries
         .iter()
-        .map(|entry| serde_json::from_str(entry.get()).ok())
+        .map(|entry| VolumeFields::read_by_serde(entry.get()))
         .collect()
 }
 
@@ -419,6 +427,17 @@ impl<'a> PodSpecFields<'a> {
             },
             affinity: value(affinity)?,
             tolerations: value(tolerations)?,
+        })
+    }
+
+    /// The fields read by serde, for a spec the scanner's reading does not cover; out of line
+    /// like the request's fallback ([`crate::admission::AdmissionRequest::read_from`]).
+    #[cold]
+    #[inline(never)]
+    fn read_by_serde(raw: &'a str, pointer: &str) -> Result<Self, WorkloadError> {
+        serde_json::from_str(raw).map_err(|e| WorkloadError::Malformed {
+            pointer: pointer.to_owned(),
+            reason: without_position(&e),
         })
     }
 }
@@ -492,6 +511,13 @@ impl SecretReference {
 }
 
 impl VolumeFields {
+    /// One volume read by serde: `None` when it cannot read it. Out of line.
+    #[cold]
+    #[inline(never)]
+    fn read_by_serde(entry: &str) -> Option<Self> {
+        serde_json::from_str(entry).ok()
+    }
+
     /// One volume's name and image source, as serde reads them; `None` where serde must say
     /// (the entry then reads as serde reads it: a volume it cannot read is skipped).
     fn scan(entry: &str) -> Option<Option<Self>> {
@@ -591,10 +617,7 @@ pub fn read_pod_spec_at(pointer: &str, object: &Value) -> Result<PodSpecView, Wo
 fn read_fields(raw: &str, pointer: &str) -> Result<PodSpecView, WorkloadError> {
     let fields = match PodSpecFields::scan(raw) {
         Some(fields) => fields,
-        None => serde_json::from_str(raw).map_err(|e| WorkloadError::Malformed {
-            pointer: pointer.to_owned(),
-            reason: without_position(&e),
-        })?,
+        None => PodSpecFields::read_by_serde(raw, pointer)?,
     };
     Ok(view(fields, pointer))
 }
