@@ -12,7 +12,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::json_extent::Scanner;
+use std::borrow::Cow;
+
+use crate::json_extent::{list_elements, object_members, string_or_null, Scanner};
 
 /// An object of the request (`object`, `oldObject`) as JSON; empty when absent or `null`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -70,8 +72,127 @@ where
 
 /// `metadata`'s JSON read leniently: a metadata of the wrong shape reads as empty.
 fn read_metadata(raw: Option<&str>) -> Metadata {
-    raw.and_then(|raw| serde_json::from_str(raw).ok())
+    raw.map(|raw| Metadata::scan(raw).unwrap_or_else(|| Metadata::read_by_serde(raw)))
         .unwrap_or_default()
+}
+
+impl Metadata {
+    /// The metadata as serde reads it, its members found by the scanner: serde walked every
+    /// byte of it, the managed fields the API server writes into every object included, to
+    /// read these few. `None` where serde must read it (a key with an escape, a member
+    /// written twice).
+    fn scan(raw: &str) -> Option<Self> {
+        let mut metadata = Metadata::default();
+        let mut seen = 0u8;
+        object_members(raw, |key, value| {
+            let field = match key {
+                "name" => {
+                    metadata.name = lenient_string(value);
+                    1
+                }
+                "generateName" => {
+                    metadata.generate_name = lenient_string(value);
+                    1 << 1
+                }
+                "annotations" => {
+                    metadata.annotations = annotation_keys(value)?;
+                    1 << 2
+                }
+                "ownerReferences" => {
+                    metadata.owner_references = OwnerReference::scan_list(value)?;
+                    1 << 3
+                }
+                "resourceVersion" => {
+                    metadata.resource_version = lenient_string(value);
+                    1 << 4
+                }
+                _ => 0,
+            };
+            // serde refuses a field written twice (and the metadata then reads as empty)
+            let first = seen & field == 0;
+            seen |= field;
+            first.then_some(())
+        })?;
+        Some(metadata)
+    }
+
+    /// Read by serde, out of line.
+    #[cold]
+    #[inline(never)]
+    fn read_by_serde(raw: &str) -> Self {
+        serde_json::from_str(raw).unwrap_or_default()
+    }
+}
+
+impl OwnerReference {
+    /// `ownerReferences` as [`lenient_entries`] reads it: anything but a list is empty, an entry
+    /// that is not an object is an empty one; `None` where serde must read it.
+    fn scan_list(value: &str) -> Option<Vec<Self>> {
+        if !value.starts_with('[') {
+            return Some(Vec::new());
+        }
+        let mut entries = Vec::new();
+        list_elements(value, |entry| {
+            entries.push(Self::scan(entry)?);
+            Some(())
+        })?;
+        Some(entries)
+    }
+
+    /// One entry: its fields leniently, an entry that is not an object empty (but a list,
+    /// which serde reads as the fields in order).
+    fn scan(entry: &str) -> Option<Self> {
+        let mut reference = OwnerReference::default();
+        match entry.as_bytes().first() {
+            Some(b'{') => {}
+            Some(b'[') => return None,
+            _ => return Some(reference),
+        }
+        let mut seen = 0u8;
+        object_members(entry, |key, value| {
+            let field = match key {
+                "apiVersion" => {
+                    reference.api_version = lenient_string(value);
+                    1
+                }
+                "kind" => {
+                    reference.kind = lenient_string(value);
+                    1 << 1
+                }
+                "controller" => {
+                    reference.controller = value == "true";
+                    1 << 2
+                }
+                _ => 0,
+            };
+            let first = seen & field == 0;
+            seen |= field;
+            first.then_some(())
+        })?;
+        Some(reference)
+    }
+}
+
+/// A string field read leniently: anything but a string is empty.
+fn lenient_string(value: &str) -> String {
+    string_or_null(value)
+        .flatten()
+        .map(Cow::into_owned)
+        .unwrap_or_default()
+}
+
+/// The keys of the annotations leniently (anything but an object has none); `None` for keys
+/// serde must decode.
+fn annotation_keys(value: &str) -> Option<BTreeMap<String, IgnoredAny>> {
+    let mut keys = BTreeMap::new();
+    if !value.starts_with('{') {
+        return Some(keys);
+    }
+    object_members(value, |key, _| {
+        keys.insert(key.to_owned(), IgnoredAny);
+        Some(())
+    })?;
+    Some(keys)
 }
 
 /// The value at `keys` below `raw`, member after member.
@@ -358,5 +479,70 @@ mod tests {
             .metadata()
             .owner_references
             .is_empty());
+    }
+
+    #[test]
+    fn the_scanner_reads_metadata_as_serde_does() {
+        let mut texts = Vec::new();
+        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            for object in ["object", "oldObject"] {
+                let metadata = &value["request"][object]["metadata"];
+                if !metadata.is_null() {
+                    texts.push(metadata.to_string());
+                }
+            }
+        }
+        let fixtures = texts.len();
+        assert!(fixtures >= 14, "{fixtures}");
+        for variant in [
+            json!(null),
+            json!("x"),
+            json!(["a", "b"]),
+            json!({"name": 7, "generateName": null, "resourceVersion": ["1"]}),
+            json!({"name": "a\"b\u{e9}", "managedFields": [{"fieldsV1": {"f:spec": {}}}]}),
+            json!({"annotations": null}),
+            json!({"annotations": ["a"]}),
+            json!({"annotations": {"a": 1, "b": {"c": null}, "": ""}}),
+            json!({"ownerReferences": null}),
+            json!({"ownerReferences": {"kind": "ReplicaSet"}}),
+            json!({"ownerReferences": [null, 7, "x", {}, ["apps/v1", "ReplicaSet", true],
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": true},
+                {"apiVersion": 1, "kind": null, "controller": "true"}]}),
+        ] {
+            texts.push(variant.to_string());
+        }
+        for raw in [
+            r#"{"name": "a", "name": "b"}"#,
+            r#"{"annotations": {"a": 1, "a": 2}}"#,
+            r#"{"annotations": {"\u0061": 1}}"#,
+            r#"{"n\u0061me": "a"}"#,
+            r#"{"ownerReferences": [{"kind": "A", "kind": "B"}, {"kind": "C"}]}"#,
+            r#"{"ownerReferences": [{"ki\u006ed": "A"}]}"#,
+            r#"{ "name" : "a" , "ownerReferences" : [ { "controller" : false } ] }"#,
+        ] {
+            texts.push(raw.to_owned());
+        }
+        let mut scanned = 0;
+        for (index, text) in texts.iter().enumerate() {
+            let by_serde = format!(
+                "{:?}",
+                serde_json::from_str::<Metadata>(text).unwrap_or_default()
+            );
+            match Metadata::scan(text) {
+                Some(metadata) => {
+                    scanned += 1;
+                    assert_eq!(format!("{metadata:?}"), by_serde, "{text}");
+                }
+                None => assert!(index >= fixtures, "a fixture was left to serde: {text}"),
+            }
+            assert_eq!(
+                format!("{:?}", read_metadata(Some(text))),
+                by_serde,
+                "{text}"
+            );
+        }
+        assert!(scanned > fixtures + 8, "{scanned}");
     }
 }
