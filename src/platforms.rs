@@ -320,6 +320,7 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
 mod tests {
     use super::*;
     use crate::host::InMemoryHost;
+    use crate::scheduling::LazyJson;
     use serde_json::json;
 
     fn p(text: &str) -> Platform {
@@ -501,7 +502,7 @@ mod tests {
         )
     }
 
-    fn unplaced<'a>(selector: &'a BTreeMap<String, String>, null: &'a Value) -> Placement<'a> {
+    fn unplaced<'a>(selector: &'a BTreeMap<String, String>, null: &'a LazyJson) -> Placement<'a> {
         Placement {
             node_selector: selector,
             affinity: null,
@@ -520,7 +521,7 @@ mod tests {
                 {"digest": "sha256:cc", "platform": {"os": "unknown", "architecture": "unknown"}}]}))
             .with_manifest(&format!("{IMAGE}@{child}"), json!({"config": {}}))
             .with_config(&format!("{IMAGE}@{child}"), json!({"os": "linux", "architecture": "arm", "variant": "v6"}));
-        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let (selector, null) = (BTreeMap::new(), LazyJson::default());
         let placement = unplaced(&selector, &null);
         assert_eq!(
             check(
@@ -546,7 +547,7 @@ mod tests {
             json!({"manifests": [
                 {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}}]}),
         );
-        let null = Value::Null;
+        let null = LazyJson::default();
         let arm = BTreeMap::from([("kubernetes.io/arch".to_owned(), "amd64".to_owned())]);
         assert_eq!(
             check(
@@ -563,7 +564,7 @@ mod tests {
         let empty = BTreeMap::new();
         let placement = Placement {
             node_selector: &empty,
-            affinity: &affinity,
+            affinity: &LazyJson::from(affinity.clone()),
             tolerations: &null,
             daemon_set: false,
         };
@@ -591,13 +592,14 @@ mod tests {
             json!({"manifests": [
                 {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}}]}),
         );
-        let (empty, null) = (BTreeMap::new(), Value::Null);
+        let (empty, null) = (BTreeMap::new(), LazyJson::default());
         assert_eq!(
             check(&host, &["cluster"], &unplaced(&empty, &null)),
             None,
             "the tainted arm64 pool never runs it"
         );
-        let tolerations = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
+        let tolerations =
+            LazyJson::from(json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]));
         let tolerant = Placement {
             node_selector: &empty,
             affinity: &null,
@@ -622,7 +624,7 @@ mod tests {
         let host = InMemoryHost::new()
             .with_manifest(&format!("{IMAGE}@{SHA}"), artifact)
             .with_config(&format!("{IMAGE}@{SHA}"), json!({}));
-        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let (selector, null) = (BTreeMap::new(), LazyJson::default());
         let placement = unplaced(&selector, &null);
         let required = ["linux/amd64", "linux/arm64"];
         assert_eq!(check_use(&host, &required, Use::Mount, &placement), None);
@@ -652,7 +654,7 @@ mod tests {
             {"digest": "sha256:aa", "platform": {"os": "linux", "architecture": "amd64"}},
             {"digest": "sha256:cc", "platform": {"os": "unknown", "architecture": "unknown"}}]});
         let host = InMemoryHost::new().with_manifest(&format!("{IMAGE}@{SHA}"), platformed);
-        let (selector, null) = (BTreeMap::new(), Value::Null);
+        let (selector, null) = (BTreeMap::new(), LazyJson::default());
         let placement = unplaced(&selector, &null);
         let failure = check_use(
             &host,

@@ -5,6 +5,8 @@
 //! `NoSchedule` (as GKE taints Arm pools) never runs a pod that does not tolerate it.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -107,15 +109,68 @@ fn node_of(node: &Value) -> Option<Node> {
     })
 }
 
+/// A member of a pod spec (`affinity`, `tolerations`) kept as the JSON text the request holds
+/// and parsed when a rule first reads it: only a check of an image's platforms against the
+/// nodes reads them, and building their values cost every request. Compared by value.
+#[derive(Clone, Default)]
+pub struct LazyJson {
+    text: Option<Box<str>>,
+    value: OnceLock<Value>,
+}
+
+impl LazyJson {
+    /// The member whose JSON text is `text` (the scanner found it in a request's text, which
+    /// the host serialised: text that does not parse reads as `null`).
+    pub fn from_text(text: &str) -> Self {
+        LazyJson {
+            text: Some(text.into()),
+            value: OnceLock::new(),
+        }
+    }
+
+    /// The member's value, parsed on first use.
+    pub fn get(&self) -> &Value {
+        self.value.get_or_init(|| {
+            self.text
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok())
+                .unwrap_or(Value::Null)
+        })
+    }
+}
+
+impl From<Value> for LazyJson {
+    fn from(value: Value) -> Self {
+        LazyJson {
+            text: None,
+            value: OnceLock::from(value),
+        }
+    }
+}
+
+impl PartialEq for LazyJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for LazyJson {}
+
+impl fmt::Debug for LazyJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
 /// What in a pod spec narrows the nodes it lands on.
 #[derive(Debug, Clone, Copy)]
 pub struct Placement<'a> {
     /// `nodeSelector`.
     pub node_selector: &'a BTreeMap<String, String>,
     /// `affinity`, as written.
-    pub affinity: &'a Value,
+    pub affinity: &'a LazyJson,
     /// `tolerations`, as written.
-    pub tolerations: &'a Value,
+    pub tolerations: &'a LazyJson,
     /// Pods of a DaemonSet get the tolerations its controller adds (not-ready, unreachable,
     /// pressure conditions, unschedulable).
     pub daemon_set: bool,
@@ -123,7 +178,10 @@ pub struct Placement<'a> {
 
 /// The placement of images outside any pod spec (a custom kind's bare image fields).
 static NO_SELECTOR: BTreeMap<String, String> = BTreeMap::new();
-static NOTHING: Value = Value::Null;
+static NOTHING: LazyJson = LazyJson {
+    text: None,
+    value: OnceLock::new(),
+};
 
 impl Placement<'static> {
     /// A pod that may land anywhere: no selector, no affinity, no tolerations.
@@ -169,8 +227,8 @@ impl Placement<'_> {
                 Some(actual) => actual == value,
                 None => partial,
             });
-        let terms = self.affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            ["nodeSelectorTerms"]
+        let terms = self.affinity.get()["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
             .as_array();
         // No terms (or an empty list, which the API server refuses) constrain nothing; terms are
         // ORed, the expressions of a term ANDed.
@@ -196,6 +254,7 @@ impl Placement<'_> {
         daemon
             || self
                 .tolerations
+                .get()
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -332,7 +391,7 @@ mod tests {
     fn taints_affinity_and_selectors_narrow_the_nodes() {
         let nodes = cluster();
         let empty = BTreeMap::new();
-        let none = json!(null);
+        let none = LazyJson::from(json!(null));
         let plain = Placement {
             node_selector: &empty,
             affinity: &none,
@@ -340,7 +399,8 @@ mod tests {
             daemon_set: false,
         };
         assert_eq!(fitting(&plain, &nodes), ["amd", "soft"]);
-        let tolerations = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
+        let tolerations =
+            LazyJson::from(json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]));
         let tolerant = Placement {
             tolerations: &tolerations,
             ..plain
@@ -350,7 +410,7 @@ mod tests {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}]}}});
         let arm_only = Placement {
-            affinity: &affinity,
+            affinity: &LazyJson::from(affinity.clone()),
             ..tolerant
         };
         assert_eq!(fitting(&arm_only, &nodes), ["arm"]);

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::json_extent::{self, list_elements, object_members};
 use crate::reference::ImageReference;
-use crate::scheduling::Placement;
+use crate::scheduling::{LazyJson, Placement};
 
 /// The kinds whose pods the kubelet will start, and so whose images must be pullable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,9 +206,9 @@ pub struct PodSpecView {
     /// `nodeSelector`: narrows the platforms the pods can land on.
     pub node_selector: std::collections::BTreeMap<String, String>,
     /// `affinity`, as written: read by the platform rules, compared on UPDATE.
-    pub affinity: Value,
+    pub affinity: LazyJson,
     /// `tolerations`, as written: read by the platform rules, compared on UPDATE.
-    pub tolerations: Value,
+    pub tolerations: LazyJson,
     /// True for a Pod, which the ServiceAccount admission plugin has already completed: its
     /// `imagePullSecrets` are final. False for templates.
     pub admitted_pod: bool,
@@ -238,7 +238,11 @@ impl PodSpecView {
     /// What decides which nodes (and so platforms) the pods land on.
     pub fn scheduling_context(
         &self,
-    ) -> (&std::collections::BTreeMap<String, String>, &Value, &Value) {
+    ) -> (
+        &std::collections::BTreeMap<String, String>,
+        &LazyJson,
+        &LazyJson,
+    ) {
         (&self.node_selector, &self.affinity, &self.tolerations)
     }
 
@@ -276,10 +280,15 @@ struct PodSpecFields<'a> {
     service_account_name: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     node_selector: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    affinity: Value,
-    #[serde(default)]
-    tolerations: Value,
+    #[serde(default, deserialize_with = "lazy_json")]
+    affinity: LazyJson,
+    #[serde(default, deserialize_with = "lazy_json")]
+    tolerations: LazyJson,
+}
+
+/// A member serde reads whole, as a [`LazyJson`] already parsed.
+fn lazy_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<LazyJson, D::Error> {
+    Value::deserialize(deserializer).map(LazyJson::from)
 }
 
 /// The fields of a container the policy needs.
@@ -405,10 +414,6 @@ impl<'a> PodSpecFields<'a> {
         })?;
         let [init, containers, ephemeral, volumes, secrets, account, selector, affinity, tolerations] =
             texts;
-        let value = |text: Option<&str>| match text {
-            None => Some(Value::Null),
-            Some(text) => serde_json::from_str(text).ok(),
-        };
         Some(PodSpecFields {
             init_containers: ContainerFields::scan_list(init)?,
             // required: serde names it missing, or refuses `null`
@@ -425,8 +430,8 @@ impl<'a> PodSpecFields<'a> {
                     .ok()?
                     .unwrap_or_default(),
             },
-            affinity: value(affinity)?,
-            tolerations: value(tolerations)?,
+            affinity: affinity.map(LazyJson::from_text).unwrap_or_default(),
+            tolerations: tolerations.map(LazyJson::from_text).unwrap_or_default(),
         })
     }
 
