@@ -114,11 +114,11 @@ pub struct AdmissionRequest<'a> {
     #[serde(deserialize_with = "null_as_default")]
     pub operation: Operation,
     /// The object as it would be stored, as JSON ([`AdmissionRequest::object`] reads it).
-    #[serde(borrow, deserialize_with = "crate::object::raw_text")]
-    pub object: Option<&'a str>,
+    #[serde(borrow, deserialize_with = "raw_object")]
+    pub object: Object<'a>,
     /// The object before an UPDATE, as JSON.
-    #[serde(borrow, deserialize_with = "crate::object::raw_text")]
-    pub old_object: Option<&'a str>,
+    #[serde(borrow, deserialize_with = "raw_object")]
+    pub old_object: Object<'a>,
     /// Who asked: the API server always says; Kubewarden's audit scanner sends none.
     #[serde(deserialize_with = "null_as_default")]
     pub user_info: UserInfo,
@@ -208,15 +208,40 @@ impl<'a> AdmissionRequest<'a> {
             expected: "a request the scanner reads",
         };
         scanner
-            .members(|key, value, _| match request.take(key, value) {
-                Some(field) if seen & field == 0 => {
-                    seen |= field;
-                    Ok(())
+            .members_in_place(|key, scanner| {
+                let field = match key {
+                    // walked into, not skipped whole and walked again for its members
+                    "object" => Self::object_at(scanner)?.map(|object| {
+                        request.object = object;
+                        1 << 6
+                    }),
+                    "oldObject" => Self::object_at(scanner)?.map(|object| {
+                        request.old_object = object;
+                        1 << 7
+                    }),
+                    _ => request.take(key, scanner.value()?),
+                };
+                match field {
+                    Some(field) if seen & field == 0 => {
+                        seen |= field;
+                        Ok(())
+                    }
+                    _ => Err(not_scanned.clone()),
                 }
-                _ => Err(not_scanned.clone()),
             })
             .ok()?;
         Some(request)
+    }
+
+    /// The object at `scanner` as serde's `Option<&RawValue>` captures it (`null` is absent),
+    /// an object walked member by member ([`Object::walk_from`]); `None` for a number or
+    /// literal, which serde checks.
+    fn object_at(scanner: &mut Scanner<'a>) -> Result<Option<Object<'a>>, ExtentError> {
+        if scanner.next_byte() == Some(b'{') {
+            return Object::walk_from(scanner).map(Some);
+        }
+        let value = scanner.value()?;
+        Ok(object_text(value).map(Object::new))
     }
 
     /// Sets the field named `key` from its value's text: the field's bit (none for a member
@@ -247,14 +272,6 @@ impl<'a> AdmissionRequest<'a> {
                 self.operation = Operation::named(&string_or_null(value)?);
                 1 << 5
             }
-            "object" => {
-                self.object = object_text(value)?;
-                1 << 6
-            }
-            "oldObject" => {
-                self.old_object = object_text(value)?;
-                1 << 7
-            }
             "userInfo" => {
                 self.user_info = UserInfo::scan(value)?;
                 1 << 8
@@ -265,12 +282,12 @@ impl<'a> AdmissionRequest<'a> {
 
     /// The object as it would be stored.
     pub fn object(&self) -> Object<'a> {
-        Object::new(self.object)
+        self.object
     }
 
     /// The object before an UPDATE.
     pub fn old_object(&self) -> Object<'a> {
-        Object::new(self.old_object)
+        self.old_object
     }
 
     /// The object's name as people know it: the request name, else `metadata.name`, else the
@@ -359,6 +376,11 @@ impl Operation {
     }
 }
 
+/// An object member kept as its JSON text, borrowed from the payload (`null` is absent).
+fn raw_object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Object<'de>, D::Error> {
+    crate::object::raw_text(deserializer).map(Object::new)
+}
+
 /// Treats an explicit JSON `null` like an absent field.
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -387,7 +409,7 @@ mod tests {
                         "object": null, "requestResource": {"group": "", "resource": "pods"}}
         }))
         .unwrap();
-        assert!(payload.request.object.is_none());
+        assert!(payload.request.object().text().is_none());
         assert_eq!(payload.request.operation, Operation::Other);
         assert_eq!(payload.request.kind, GroupVersionKind::default());
         assert!(payload.request.namespace.is_empty());

@@ -257,16 +257,39 @@ impl<'a> Scanner<'a> {
         &mut self,
         mut each: impl FnMut(&'a str, &'a str, &mut Self) -> Result<(), ExtentError>,
     ) -> Result<(), ExtentError> {
+        self.members_in_place(|key, scanner| {
+            let value = scanner.value()?;
+            each(key, value, scanner)
+        })
+    }
+
+    /// [`Scanner::members`] with the scanner at each member's value, which `each` must
+    /// consume: a value read where it is (walked into) rather than skipped first and read
+    /// again, which scanned its bytes once more per level of nesting.
+    pub fn members_in_place(
+        &mut self,
+        mut each: impl FnMut(&'a str, &mut Self) -> Result<(), ExtentError>,
+    ) -> Result<(), ExtentError> {
         self.enter_object()?;
         let mut first = true;
         while let Some((key, escaped)) = self.next_escaped_key(std::mem::take(&mut first))? {
             if escaped {
                 return Err(self.error("a key without escapes"));
             }
-            let value = self.value()?;
-            each(key, value, self)?;
+            each(key, self)?;
         }
         Ok(())
+    }
+
+    /// The first byte of the next value, after whitespace.
+    pub fn next_byte(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.peek()
+    }
+
+    /// The text from `start` (an earlier [`Scanner::offset`]) to the scanner.
+    pub fn since(&self, start: usize) -> &'a str {
+        self.text.get(start..self.at).unwrap_or_default()
     }
 
     /// Calls `each` with the scanner at every element of the list at the scanner; `each` must
@@ -315,6 +338,37 @@ pub fn object_members<'v>(
         expected: "a member the caller reads",
     };
     Scanner::new(value)
+        .members(|key, value, _| each(key, value).ok_or(refused.clone()))
+        .ok()
+}
+
+/// Calls `each` with the scanner at every element of the list `value`, which `each` must
+/// consume (an element read where it is, not delimited first and read again); `None` when
+/// `value` is not a list or `each` refuses an element.
+pub fn list_elements_in_place<'v>(
+    value: &'v str,
+    mut each: impl FnMut(&mut Scanner<'v>) -> Option<()>,
+) -> Option<()> {
+    let refused = ExtentError {
+        offset: 0,
+        expected: "an element the caller reads",
+    };
+    Scanner::new(value)
+        .elements(|scanner| each(scanner).ok_or(refused.clone()))
+        .ok()
+}
+
+/// [`object_members`] of the object at `scanner`, which it moves past the object; `None` for
+/// anything but an object.
+pub fn object_members_at<'v>(
+    scanner: &mut Scanner<'v>,
+    mut each: impl FnMut(&'v str, &'v str) -> Option<()>,
+) -> Option<()> {
+    let refused = ExtentError {
+        offset: 0,
+        expected: "a member the caller reads",
+    };
+    scanner
         .members(|key, value, _| each(key, value).ok_or(refused.clone()))
         .ok()
 }

@@ -14,23 +14,89 @@ use serde_json::Value;
 
 use std::borrow::Cow;
 
-use crate::json_extent::{list_elements, object_members, string_or_null, Scanner};
+use crate::json_extent::{list_elements, object_members, string_or_null, ExtentError, Scanner};
+
+/// The members of an object its readers look up (metadata and pod spec, the audit's status),
+/// noted where the request's reader walks the object.
+const NOTED: [&str; 3] = ["metadata", "spec", "status"];
 
 /// An object of the request (`object`, `oldObject`) as JSON; empty when absent or `null`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Object<'a>(Option<&'a str>);
+#[derive(Clone, Copy, Default)]
+pub struct Object<'a> {
+    text: Option<&'a str>,
+    /// Where the [`NOTED`] members are, when the object was walked ([`Object::walk_from`]):
+    /// found again, they cost another pass over the object's every byte.
+    noted: Option<[Option<&'a str>; NOTED.len()]>,
+}
+
+impl fmt::Debug for Object<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // what was noted is where the text's members are, not more of the object
+        f.debug_tuple("Object").field(&self.text).finish()
+    }
+}
 
 impl<'a> Object<'a> {
     /// The object whose JSON is `raw`.
     pub fn new(raw: Option<&'a str>) -> Self {
-        Object(raw)
+        Object {
+            text: raw,
+            noted: None,
+        }
+    }
+
+    /// The object at `scanner`, which it moves past the object, walked member by member: its
+    /// metadata, spec and status are noted on the way, where the object would otherwise be
+    /// skipped whole and walked again to find them.
+    pub fn walk_from(scanner: &mut Scanner<'a>) -> Result<Self, ExtentError> {
+        scanner.next_byte();
+        let start = scanner.offset();
+        let mut noted = [None; NOTED.len()];
+        scanner.members(|key, value, _| {
+            if let Some(slot) = NOTED.iter().position(|name| *name == key) {
+                // the last of duplicates, as `members` answers
+                noted[slot] = Some(value);
+            }
+            Ok(())
+        })?;
+        Ok(Object {
+            text: Some(scanner.since(start)),
+            noted: Some(noted),
+        })
+    }
+
+    /// The object's JSON text.
+    pub fn text(&self) -> Option<&'a str> {
+        self.text
+    }
+
+    /// The members named in `keys` of the object whose text is `raw`, from what was noted when
+    /// every key is one of them.
+    fn find<const N: usize>(&self, raw: &'a str, keys: [Option<&str>; N]) -> [Option<&'a str>; N] {
+        let noted = self
+            .noted
+            .filter(|_| keys.iter().flatten().all(|key| NOTED.contains(key)));
+        match noted {
+            Some(noted) => keys.map(|key| {
+                let slot = NOTED.iter().position(|name| Some(*name) == key)?;
+                noted[slot]
+            }),
+            None => members(raw, keys),
+        }
     }
 
     /// The value at a JSON pointer of object keys (`/spec/template/spec`): `None` where a
     /// member is missing or its parent is not an object, as `Value::pointer` answers. The
     /// policy's pointers are constants: neither `~` escapes nor array indexes are read.
     pub fn at(&self, pointer: &str) -> Option<&'a str> {
-        walk(self.0?, pointer.split('/').skip(1))
+        let raw = self.text?;
+        let mut keys = pointer.split('/').skip(1);
+        let first = keys.next();
+        let [found] = self.find(raw, [first]);
+        match first {
+            None => Some(raw),
+            Some(_) => walk(found?, keys),
+        }
     }
 
     /// The object's metadata and the value at `pointer`, read in one pass over the object's
@@ -38,26 +104,29 @@ impl<'a> Object<'a> {
     /// metadata, then the pod spec, scanned the object (its managed fields included) twice.
     /// Answers as [`Object::metadata`] and [`Object::at`] would.
     pub fn metadata_and_at(&self, pointer: Option<&str>) -> (Metadata, Option<&'a str>) {
-        let Some(raw) = self.0 else {
+        let Some(raw) = self.text else {
             return (Metadata::default(), None);
         };
         let mut keys = pointer.map(|p| p.split('/').skip(1));
         let first = keys.as_mut().and_then(Iterator::next);
-        let [metadata, found] = members(raw, [Some("metadata"), first]);
+        let [metadata, found] = self.find(raw, [Some("metadata"), first]);
         let found = found.zip(keys).and_then(|(raw, rest)| walk(raw, rest));
         (read_metadata(metadata), found)
     }
 
     /// The whole object as a `Value` (`Null` when there is none).
     pub fn value(&self) -> Value {
-        self.0
+        self.text
             .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or(Value::Null)
     }
 
     /// The object's metadata; fields of the wrong type read as absent.
     pub fn metadata(&self) -> Metadata {
-        read_metadata(self.0.and_then(|raw| members(raw, [Some("metadata")])[0]))
+        read_metadata(
+            self.text
+                .and_then(|raw| self.find(raw, [Some("metadata")])[0]),
+        )
     }
 }
 
@@ -544,5 +613,58 @@ mod tests {
             );
         }
         assert!(scanned > fixtures + 8, "{scanned}");
+    }
+
+    #[test]
+    fn a_walked_object_answers_as_its_text_does() {
+        let mut texts = Vec::new();
+        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            for object in ["object", "oldObject"] {
+                if value["request"][object].is_object() {
+                    texts.push(value["request"][object].to_string());
+                }
+            }
+        }
+        assert!(texts.len() >= 14, "{}", texts.len());
+        for raw in [
+            r#"{"spec": 1, "metadata": {"name": "a"}, "spec": {"a": 2}, "metadata": 3}"#,
+            r#"{ "status" : { "phase" : "Running" } , "x" : { "y" : [ ] } }"#,
+            r#"{}"#,
+        ] {
+            texts.push(raw.to_owned());
+        }
+        let pointers = [
+            "",
+            "/spec",
+            "/spec/a",
+            "/spec/template/spec",
+            "/spec/jobTemplate/spec/template/spec",
+            "/status",
+            "/metadata",
+            "/x/y",
+            "/missing",
+        ];
+        for text in &texts {
+            let mut scanner = Scanner::new(text);
+            let walked = Object::walk_from(&mut scanner).expect("an object");
+            assert!(scanner.at_end(), "{text}");
+            assert_eq!(walked.text(), Some(text.as_str()));
+            assert!(walked.noted.is_some());
+            let plain = Object::new(Some(text));
+            for pointer in pointers {
+                assert_eq!(walked.at(pointer), plain.at(pointer), "{pointer} of {text}");
+                let (a, b) = (
+                    walked.metadata_and_at(Some(pointer)),
+                    plain.metadata_and_at(Some(pointer)),
+                );
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{pointer} of {text}");
+            }
+            assert_eq!(
+                format!("{:?}", walked.metadata()),
+                format!("{:?}", plain.metadata())
+            );
+        }
     }
 }

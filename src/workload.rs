@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::json_extent::{self, list_elements, object_members};
+use crate::json_extent::{
+    self, list_elements, list_elements_in_place, object_members, object_members_at, Scanner,
+};
 use crate::reference::ImageReference;
 use crate::scheduling::{LazyJson, Placement};
 
@@ -455,20 +457,18 @@ impl ContainerFields {
         let Some(text) = text.filter(|text| *text != "null") else {
             return Some(containers);
         };
-        list_elements(text, |entry| {
-            containers.push(Self::scan(entry)?);
+        list_elements_in_place(text, |scanner| {
+            containers.push(Self::scan_at(scanner)?);
             Some(())
         })?;
         Some(containers)
     }
 
-    /// One container's fields, its other members skipped.
-    fn scan(entry: &str) -> Option<Self> {
-        if entry == "null" {
-            return None;
-        }
+    /// The fields of the container at `scanner`, its other members skipped; `None` for an
+    /// entry that is not an object (serde refuses `null` there).
+    fn scan_at(scanner: &mut Scanner<'_>) -> Option<Self> {
         let (mut name, mut image, mut pull_policy) = (None, None, None);
-        object_members(entry, |key, value| {
+        object_members_at(scanner, |key, value| {
             let slot = match key {
                 "name" => &mut name,
                 "image" => &mut image,
