@@ -20,6 +20,10 @@ pub const WARNINGS_ANNOTATION: &str = "resolvable-images/warnings";
 /// The audit annotation that records failures accepted with `allow`.
 pub const ALLOWED_ANNOTATION: &str = "resolvable-images/allowed-unverified";
 
+/// What serde writes for [`Decision::accept`] (a test holds them equal).
+const ACCEPTED: &[u8] =
+    br#"{"accepted":true,"message":null,"code":null,"mutated_object":null,"audit_annotations":null,"warnings":null}"#;
+
 /// The policy's answer to one admission request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Decision {
@@ -56,8 +60,34 @@ impl Decision {
         }
     }
 
-    /// The JSON answer of waPC `validate`.
+    /// The JSON answer of waPC `validate`. The answer of most requests (admitted, nothing to
+    /// say) is written as the constant serde writes for it: serde's serialisation of the
+    /// response was a tenth of a fresh instance's instruction-cache misses.
     pub fn to_json(&self) -> Vec<u8> {
+        let Decision {
+            accepted,
+            message,
+            code,
+            warnings,
+            audit_annotations,
+            mutated_object,
+        } = self;
+        if *accepted
+            && message.is_none()
+            && code.is_none()
+            && warnings.is_empty()
+            && audit_annotations.is_empty()
+            && mutated_object.is_none()
+        {
+            return ACCEPTED.to_vec();
+        }
+        self.to_json_by_serde()
+    }
+
+    /// [`Decision::to_json`] by serde, out of line.
+    #[cold]
+    #[inline(never)]
+    fn to_json_by_serde(&self) -> Vec<u8> {
         let response = ValidationResponse {
             accepted: self.accepted,
             message: self.message.clone(),
@@ -379,5 +409,30 @@ mod tests {
         let decision = decide(&resource(), &findings, &[], &Actions::default());
         assert_eq!(decision.warnings.len(), 3);
         assert!(!decision.audit_annotations.contains_key(WARNINGS_ANNOTATION));
+    }
+
+    #[test]
+    fn the_plain_acceptance_is_what_serde_writes() {
+        let accepted = Decision::accept();
+        assert_eq!(accepted.to_json(), accepted.to_json_by_serde());
+        // anything more is serde's to write
+        let warned = Decision {
+            warnings: vec!["w".to_owned()],
+            ..Decision::accept()
+        };
+        assert_ne!(warned.to_json(), ACCEPTED);
+        assert_eq!(warned.to_json(), warned.to_json_by_serde());
+        let refused = Decision::malformed("bad");
+        assert_eq!(refused.to_json(), refused.to_json_by_serde());
+        let annotated = Decision {
+            audit_annotations: [("a".to_owned(), "b".to_owned())].into(),
+            ..Decision::accept()
+        };
+        assert_ne!(annotated.to_json(), ACCEPTED);
+        let mutated = Decision {
+            mutated_object: Some(serde_json::json!({})),
+            ..Decision::accept()
+        };
+        assert_ne!(mutated.to_json(), ACCEPTED);
     }
 }
