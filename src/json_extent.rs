@@ -342,22 +342,6 @@ pub fn object_members<'v>(
         .ok()
 }
 
-/// Calls `each` with the scanner at every element of the list `value`, which `each` must
-/// consume (an element read where it is, not delimited first and read again); `None` when
-/// `value` is not a list or `each` refuses an element.
-pub fn list_elements_in_place<'v>(
-    value: &'v str,
-    mut each: impl FnMut(&mut Scanner<'v>) -> Option<()>,
-) -> Option<()> {
-    let refused = ExtentError {
-        offset: 0,
-        expected: "an element the caller reads",
-    };
-    Scanner::new(value)
-        .elements(|scanner| each(scanner).ok_or(refused.clone()))
-        .ok()
-}
-
 /// [`object_members`] of the object at `scanner`, which it moves past the object; `None` for
 /// anything but an object.
 pub fn object_members_at<'v>(

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::json_extent::{
-    self, list_elements, list_elements_in_place, object_members, object_members_at, Scanner,
+    self, list_elements, object_members, object_members_at, ExtentError, Scanner,
 };
 use crate::reference::ImageReference;
 use crate::scheduling::{LazyJson, Placement};
@@ -408,19 +408,33 @@ impl<'a> PodSpecFields<'a> {
     /// fit: a member of the wrong type, one written twice, a key with an escape.
     fn scan(raw: &'a str) -> Option<Self> {
         let mut texts: [Option<&str>; SPEC_FIELDS.len()] = [None; SPEC_FIELDS.len()];
-        object_members(raw, |key, value| {
-            let Some(field) = SPEC_FIELDS.iter().position(|f| *f == key) else {
-                return Some(());
-            };
-            texts[field].replace(value).is_none().then_some(())
-        })?;
-        let [init, containers, ephemeral, volumes, secrets, account, selector, affinity, tolerations] =
-            texts;
+        // the container lists read where they are (`null`: none), not delimited first
+        let mut lists: [Option<Option<Vec<ContainerFields>>>; 3] = [None, None, None];
+        let refused = ExtentError {
+            offset: 0,
+            expected: "a pod spec the scanner reads",
+        };
+        Scanner::new(raw)
+            .members_in_place(|key, scanner| {
+                let Some(field) = SPEC_FIELDS.iter().position(|f| *f == key) else {
+                    return scanner.value().map(drop);
+                };
+                let first = match lists.get_mut(field) {
+                    Some(list) => list
+                        .replace(ContainerFields::scan_list_at(scanner).ok_or(refused.clone())?)
+                        .is_none(),
+                    None => texts[field].replace(scanner.value()?).is_none(),
+                };
+                first.then_some(()).ok_or(refused.clone())
+            })
+            .ok()?;
+        let [_, _, _, volumes, secrets, account, selector, affinity, tolerations] = texts;
+        let [init, containers, ephemeral] = lists;
         Some(PodSpecFields {
-            init_containers: ContainerFields::scan_list(init)?,
+            init_containers: init.flatten().unwrap_or_default(),
             // required: serde names it missing, or refuses `null`
-            containers: ContainerFields::scan_list(Some(containers.filter(|t| *t != "null")?))?,
-            ephemeral_containers: ContainerFields::scan_list(ephemeral)?,
+            containers: containers.flatten()?,
+            ephemeral_containers: ephemeral.flatten().unwrap_or_default(),
             volumes: volumes.filter(|text| *text != "null"),
             image_pull_secrets: SecretReference::scan_list(secrets)?,
             service_account_name: account
@@ -450,18 +464,24 @@ impl<'a> PodSpecFields<'a> {
 }
 
 impl ContainerFields {
-    /// A list of containers (absent or `null`: none), as serde reads it; `None` where serde
-    /// must.
-    fn scan_list(text: Option<&str>) -> Option<Vec<Self>> {
+    /// The list of containers at `scanner`, which it moves past the list, as serde reads it:
+    /// `Some(None)` for `null`; `None` where serde must read it.
+    fn scan_list_at(scanner: &mut Scanner<'_>) -> Option<Option<Vec<Self>>> {
+        if scanner.next_byte() == Some(b'n') {
+            return (scanner.value().ok()? == "null").then_some(None);
+        }
         let mut containers = Vec::new();
-        let Some(text) = text.filter(|text| *text != "null") else {
-            return Some(containers);
+        let refused = ExtentError {
+            offset: 0,
+            expected: "a container the scanner reads",
         };
-        list_elements_in_place(text, |scanner| {
-            containers.push(Self::scan_at(scanner)?);
-            Some(())
-        })?;
-        Some(containers)
+        scanner
+            .elements(|scanner| {
+                containers.push(Self::scan_at(scanner).ok_or(refused.clone())?);
+                Ok(())
+            })
+            .ok()?;
+        Some(Some(containers))
     }
 
     /// The fields of the container at `scanner`, its other members skipped; `None` for an
