@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer};
 
 use std::borrow::Cow;
 
-use crate::json_extent::{self, ascii_text, object_members, ExtentError, Scanner};
+use crate::json_extent::{self, ascii_text, struct_members, ExtentError, Scanner};
 use crate::settings::{Settings, SettingsError};
 
 use crate::object::{Metadata, Object};
@@ -326,19 +326,15 @@ impl GroupVersionKind {
     /// The kind at `value`, as serde reads it (unknown members ignored).
     fn scan(value: &str) -> Option<Self> {
         let mut kind = GroupVersionKind::default();
-        let mut seen = [false; 3];
-        object_members(value, |key, value| {
-            let (field, slot) = match key {
-                "group" => (&mut kind.group, 0),
-                "version" => (&mut kind.version, 1),
-                "kind" => (&mut kind.kind, 2),
-                _ => return Some(()),
+        struct_members(value, |key, value| {
+            let (field, bit) = match key {
+                "group" => (&mut kind.group, 1),
+                "version" => (&mut kind.version, 1 << 1),
+                "kind" => (&mut kind.kind, 1 << 2),
+                _ => return Some(0),
             };
-            if std::mem::replace(&mut seen[slot], true) {
-                return None;
-            }
             *field = string_or_null(value)?;
-            Some(())
+            Some(bit)
         })?;
         Some(kind)
     }
@@ -348,16 +344,12 @@ impl UserInfo {
     /// The user at `value`, as serde reads it (unknown members ignored).
     fn scan(value: &str) -> Option<Self> {
         let mut user = UserInfo::default();
-        let mut seen = false;
-        object_members(value, |key, value| {
+        struct_members(value, |key, value| {
             if key != "username" {
-                return Some(());
-            }
-            if std::mem::replace(&mut seen, true) {
-                return None;
+                return Some(0);
             }
             user.username = string_or_null(value)?;
-            Some(())
+            Some(1)
         })?;
         Some(user)
     }

@@ -342,6 +342,22 @@ pub fn object_members<'v>(
         .ok()
 }
 
+/// [`object_members`] for a struct's fields as serde's derived reader reads them: `each` reads a
+/// member and answers its field's bit (0 for a member the struct has not), and a field written
+/// twice refuses the object, as serde refuses it.
+pub fn struct_members<'v>(
+    value: &'v str,
+    mut each: impl FnMut(&'v str, &'v str) -> Option<u32>,
+) -> Option<()> {
+    let mut seen = 0u32;
+    object_members(value, |key, value| {
+        let field = each(key, value)?;
+        let first = seen & field == 0;
+        seen |= field;
+        first.then_some(())
+    })
+}
+
 /// [`object_members`] of the object at `scanner`, which it moves past the object; `None` for
 /// anything but an object.
 pub fn object_members_at<'v>(

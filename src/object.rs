@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use std::borrow::Cow;
 
-use crate::json_extent::{list_elements, object_members, string_or_null, ExtentError, Scanner};
+use crate::json_extent::{
+    list_elements, object_members, string_or_null, struct_members, ExtentError, Scanner,
+};
 
 /// The members of an object its readers look up (metadata and pod spec, the audit's status),
 /// noted where the request's reader walks the object.
@@ -152,9 +154,8 @@ impl Metadata {
     /// written twice).
     fn scan(raw: &str) -> Option<Self> {
         let mut metadata = Metadata::default();
-        let mut seen = 0u8;
-        object_members(raw, |key, value| {
-            let field = match key {
+        struct_members(raw, |key, value| {
+            Some(match key {
                 "name" => {
                     metadata.name = lenient_string(value);
                     1
@@ -176,11 +177,7 @@ impl Metadata {
                     1 << 4
                 }
                 _ => 0,
-            };
-            // serde refuses a field written twice (and the metadata then reads as empty)
-            let first = seen & field == 0;
-            seen |= field;
-            first.then_some(())
+            })
         })?;
         Some(metadata)
     }
@@ -217,9 +214,8 @@ impl OwnerReference {
             Some(b'[') => return None,
             _ => return Some(reference),
         }
-        let mut seen = 0u8;
-        object_members(entry, |key, value| {
-            let field = match key {
+        struct_members(entry, |key, value| {
+            Some(match key {
                 "apiVersion" => {
                     reference.api_version = lenient_string(value);
                     1
@@ -233,10 +229,7 @@ impl OwnerReference {
                     1 << 2
                 }
                 _ => 0,
-            };
-            let first = seen & field == 0;
-            seen |= field;
-            first.then_some(())
+            })
         })?;
         Some(reference)
     }
