@@ -96,7 +96,24 @@ pub use kubelet_credentials::testing;
 
 #[cfg(target_arch = "wasm32")]
 mod entry {
+    use std::sync::atomic::AtomicU8;
+
     use kubewarden_policy_sdk::wapc_guest as guest;
+
+    /// A page of writable data no code touches, placed first among the module's writable
+    /// statics (this crate's objects come first), so that the others (ours, std's, the
+    /// dependencies', about 900 bytes) start on a page boundary and share one page. A fresh
+    /// instance first reads that page and then writes it: the kernel copies it and flushes the
+    /// TLBs of every CPU running the server (an IPI each), once per page. Where the writable
+    /// statics straddled two pages, as the read-only data's size left them, each request paid
+    /// that twice: on policy-server 1.36, with two workers, about 10 % of a one-image request's
+    /// CPU against the probe, whose statics fit in one page by chance
+    /// (bench/results/2026-12-05-request-read-by-scanner.md).
+    #[repr(C, align(4096))]
+    struct WritablePage(AtomicU8);
+
+    #[used]
+    static WRITABLE_PAGE: WritablePage = WritablePage(AtomicU8::new(1));
 
     #[no_mangle]
     pub extern "C" fn wapc_init() {
