@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Deserializer};
 
-use std::borrow::Cow;
-
-use crate::json_extent::{self, ascii_text, struct_members, ExtentError, Scanner};
+use crate::json_extent::{
+    ascii_text, string_or_default, struct_members, struct_members_at, ExtentError, Scanner,
+};
 use crate::settings::{Settings, SettingsError};
 
 use crate::object::{Metadata, Object};
@@ -24,7 +24,7 @@ pub struct ValidationPayload<'a> {
 
 impl<'a> ValidationPayload<'a> {
     /// Reads the payload in one pass: the request's members are delimited by the scanner
-    /// ([`AdmissionRequest::scan`]), its objects kept as text; of the settings only their
+    /// ([`AdmissionRequest::read_from`]), its objects kept as text; of the settings only their
     /// members are delimited, at a few instructions a byte where serde would spend a dozen on
     /// text most requests never read.
     pub fn parse(payload: &'a [u8]) -> Result<Self, PayloadError> {
@@ -201,55 +201,37 @@ impl<'a> AdmissionRequest<'a> {
     /// not (or could, for a member whose type the scanner's reading does not check).
     fn scan(scanner: &mut Scanner<'a>) -> Option<Self> {
         let mut request = AdmissionRequest::default();
-        // serde refuses a field written twice
-        let mut seen = 0u16;
-        let not_scanned = ExtentError {
-            offset: scanner.offset(),
-            expected: "a request the scanner reads",
-        };
-        scanner
-            .members_in_place(|key, scanner| {
-                let field = match key {
-                    // walked into, not skipped whole and walked again for its members
-                    "object" => Self::object_at(scanner)?.map(|object| {
-                        request.object = object;
-                        1 << 6
-                    }),
-                    "oldObject" => Self::object_at(scanner)?.map(|object| {
-                        request.old_object = object;
-                        1 << 7
-                    }),
-                    _ => request.take(key, scanner.value()?),
-                };
-                match field {
-                    Some(field) if seen & field == 0 => {
-                        seen |= field;
-                        Ok(())
-                    }
-                    _ => Err(not_scanned.clone()),
-                }
-            })
-            .ok()?;
+        struct_members_at(scanner, |key, scanner| match key {
+            // walked into, not skipped whole and walked again for its members
+            "object" => {
+                request.object = Self::object_at(scanner)?;
+                Some(1 << 6)
+            }
+            "oldObject" => {
+                request.old_object = Self::object_at(scanner)?;
+                Some(1 << 7)
+            }
+            _ => request.take(key, scanner.value().ok()?),
+        })?;
         Some(request)
     }
 
     /// The object at `scanner` as serde's `Option<&RawValue>` captures it (`null` is absent),
     /// an object walked member by member ([`Object::walk_from`]); `None` for a number or
     /// literal, which serde checks.
-    fn object_at(scanner: &mut Scanner<'a>) -> Result<Option<Object<'a>>, ExtentError> {
+    fn object_at(scanner: &mut Scanner<'a>) -> Option<Object<'a>> {
         if scanner.next_byte() == Some(b'{') {
-            return Object::walk_from(scanner).map(Some);
+            return Object::walk_from(scanner).ok();
         }
-        let value = scanner.value()?;
-        Ok(object_text(value).map(Object::new))
+        object_text(scanner.value().ok()?).map(Object::new)
     }
 
     /// Sets the field named `key` from its value's text: the field's bit (none for a member
     /// the policy does not read); `None` for text serde must read.
-    fn take(&mut self, key: &str, value: &'a str) -> Option<u16> {
+    fn take(&mut self, key: &str, value: &'a str) -> Option<u32> {
         Some(match key {
             "uid" => {
-                self.uid = string_or_null(value)?;
+                self.uid = string_or_default(value)?;
                 1
             }
             "kind" => {
@@ -257,19 +239,19 @@ impl<'a> AdmissionRequest<'a> {
                 1 << 1
             }
             "subResource" => {
-                self.sub_resource = string_or_null(value)?;
+                self.sub_resource = string_or_default(value)?;
                 1 << 2
             }
             "name" => {
-                self.name = string_or_null(value)?;
+                self.name = string_or_default(value)?;
                 1 << 3
             }
             "namespace" => {
-                self.namespace = string_or_null(value)?;
+                self.namespace = string_or_default(value)?;
                 1 << 4
             }
             "operation" => {
-                self.operation = Operation::named(&string_or_null(value)?);
+                self.operation = Operation::named(&string_or_default(value)?);
                 1 << 5
             }
             "userInfo" => {
@@ -306,11 +288,6 @@ impl<'a> AdmissionRequest<'a> {
     }
 }
 
-/// A string member as serde reads it into a `String` with `null` as its default.
-fn string_or_null(value: &str) -> Option<String> {
-    json_extent::string_or_null(value).map(|string| string.map(Cow::into_owned).unwrap_or_default())
-}
-
 /// An object member's text as serde's `Option<&RawValue>` captures it: `null` is absent. Only a
 /// list, object or string is taken from the scanner, whose trust covers where they end; a
 /// number or literal serde checks.
@@ -333,7 +310,7 @@ impl GroupVersionKind {
                 "kind" => (&mut kind.kind, 1 << 2),
                 _ => return Some(0),
             };
-            *field = string_or_null(value)?;
+            *field = string_or_default(value)?;
             Some(bit)
         })?;
         Some(kind)
@@ -348,7 +325,7 @@ impl UserInfo {
             if key != "username" {
                 return Some(0);
             }
-            user.username = string_or_null(value)?;
+            user.username = string_or_default(value)?;
             Some(1)
         })?;
         Some(user)

@@ -250,14 +250,16 @@ impl<'a> Scanner<'a> {
     }
 
     /// Calls `each` with every member of the object at the scanner: its raw key and its value's
-    /// text. A key written with an escape stops the walk: compared as written, it would not
-    /// match the name it spells, so the object is the careful reader's (serde's, which decodes
-    /// keys) to read.
+    /// text ([`Scanner::take_blanks`] then tells that value's blanks). A key written with an
+    /// escape stops the walk: compared as written, it would not match the name it spells, so
+    /// the object is the careful reader's (serde's, which decodes keys) to read.
     pub fn members(
         &mut self,
         mut each: impl FnMut(&'a str, &'a str, &mut Self) -> Result<(), ExtentError>,
     ) -> Result<(), ExtentError> {
         self.members_in_place(|key, scanner| {
+            // what `take_blanks` then tells is this member's value's, not what came before
+            scanner.take_blanks();
             let value = scanner.value()?;
             each(key, value, scanner)
         })
@@ -314,14 +316,26 @@ impl<'a> Scanner<'a> {
 
 /// A member's value that is a string or `null`: `Some(None)` for `null`, the string decoded
 /// when it holds escapes; `None` for any other value, which the caller leaves to serde.
-pub fn string_or_null(value: &str) -> Option<Option<Cow<'_, str>>> {
+pub fn string_or_null(value: &str) -> Option<Option<String>> {
     if value == "null" {
         return Some(None);
     }
     let mut scanner = Scanner::new(value);
     let string = scanner.string().ok()?;
-    scanner.at_end().then_some(Some(string))
+    scanner.at_end().then(|| Some(string.into_owned()))
 }
+
+/// A string member as serde reads it into a `String` with `null` as its default; `None` for any
+/// other value.
+pub fn string_or_default(value: &str) -> Option<String> {
+    string_or_null(value).map(Option::unwrap_or_default)
+}
+
+/// What stops a walk whose caller refused a member or element: the value is then serde's.
+pub const REFUSED: ExtentError = ExtentError {
+    offset: 0,
+    expected: "a value the caller reads",
+};
 
 /// Walks the object `value` (`null` has no members), calling `each` with every member's raw
 /// key and value; `None` when `value` is neither, a key holds an escape, or `each` refuses a
@@ -333,44 +347,42 @@ pub fn object_members<'v>(
     if value == "null" {
         return Some(());
     }
-    let refused = ExtentError {
-        offset: 0,
-        expected: "a member the caller reads",
-    };
     Scanner::new(value)
-        .members(|key, value, _| each(key, value).ok_or(refused.clone()))
+        .members(|key, value, _| each(key, value).ok_or(REFUSED))
         .ok()
 }
 
-/// [`object_members`] for a struct's fields as serde's derived reader reads them: `each` reads a
-/// member and answers its field's bit (0 for a member the struct has not), and a field written
-/// twice refuses the object, as serde refuses it.
+/// The object at `scanner`, which it moves past the object, read as serde's derived reader
+/// reads a struct: `each` reads a member where it is (the scanner at its value, which `each`
+/// must consume) and answers its field's bit (0 for a member the struct has not), and a field
+/// written twice refuses the object, as serde refuses it. `None` for anything but an object.
+pub fn struct_members_at<'v>(
+    scanner: &mut Scanner<'v>,
+    mut each: impl FnMut(&'v str, &mut Scanner<'v>) -> Option<u32>,
+) -> Option<()> {
+    let mut seen = 0u32;
+    scanner
+        .members_in_place(|key, scanner| {
+            let field = each(key, scanner).ok_or(REFUSED)?;
+            let first = seen & field == 0;
+            seen |= field;
+            first.then_some(()).ok_or(REFUSED)
+        })
+        .ok()
+}
+
+/// [`struct_members_at`] of the object `value` (`null` has no members), `each` given each
+/// member's text.
 pub fn struct_members<'v>(
     value: &'v str,
     mut each: impl FnMut(&'v str, &'v str) -> Option<u32>,
 ) -> Option<()> {
-    let mut seen = 0u32;
-    object_members(value, |key, value| {
-        let field = each(key, value)?;
-        let first = seen & field == 0;
-        seen |= field;
-        first.then_some(())
+    if value == "null" {
+        return Some(());
+    }
+    struct_members_at(&mut Scanner::new(value), |key, scanner| {
+        each(key, scanner.value().ok()?)
     })
-}
-
-/// [`object_members`] of the object at `scanner`, which it moves past the object; `None` for
-/// anything but an object.
-pub fn object_members_at<'v>(
-    scanner: &mut Scanner<'v>,
-    mut each: impl FnMut(&'v str, &'v str) -> Option<()>,
-) -> Option<()> {
-    let refused = ExtentError {
-        offset: 0,
-        expected: "a member the caller reads",
-    };
-    scanner
-        .members(|key, value, _| each(key, value).ok_or(refused.clone()))
-        .ok()
 }
 
 /// Calls `each` with every element's text of the list `value`; `None` when `value` is not a
@@ -379,14 +391,10 @@ pub fn list_elements<'v>(
     value: &'v str,
     mut each: impl FnMut(&'v str) -> Option<()>,
 ) -> Option<()> {
-    let refused = ExtentError {
-        offset: 0,
-        expected: "an element the caller reads",
-    };
     Scanner::new(value)
         .elements(|scanner| {
             let element = scanner.value()?;
-            each(element).ok_or(refused.clone())
+            each(element).ok_or(REFUSED)
         })
         .ok()
 }

@@ -12,8 +12,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use std::borrow::Cow;
-
 use crate::json_extent::{
     list_elements, object_members, string_or_null, struct_members, ExtentError, Scanner,
 };
@@ -237,10 +235,7 @@ impl OwnerReference {
 
 /// A string field read leniently: anything but a string is empty.
 fn lenient_string(value: &str) -> String {
-    string_or_null(value)
-        .flatten()
-        .map(Cow::into_owned)
-        .unwrap_or_default()
+    string_or_null(value).flatten().unwrap_or_default()
 }
 
 /// The keys of the annotations leniently (anything but an object has none); `None` for keys

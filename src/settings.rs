@@ -320,8 +320,6 @@ impl<'a> Settings<'a> {
     /// duplicates wins, as in a tree.
     fn index(scanner: &mut Scanner<'a>) -> Option<[Option<Member<'a>>; KEYS.len()]> {
         let mut members = [None; KEYS.len()];
-        // blanks the scanner passed before the settings (the request's) are not theirs
-        scanner.take_blanks();
         scanner
             .members(|key, value, scanner| {
                 let blanks = scanner.take_blanks();

@@ -1,7 +1,6 @@
 //! Workloads and their containers: where each kind keeps its pod spec, which images it lists
 //! (containers' and image volumes'), and the pull policy the kubelet will apply to each.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -10,7 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::json_extent::{
-    self, list_elements, object_members, object_members_at, ExtentError, Scanner,
+    self, list_elements, struct_members, struct_members_at, Scanner, REFUSED,
 };
 use crate::reference::ImageReference;
 use crate::scheduling::{LazyJson, Placement};
@@ -409,37 +408,28 @@ impl<'a> PodSpecFields<'a> {
     fn scan(raw: &'a str) -> Option<Self> {
         let mut texts: [Option<&str>; SPEC_FIELDS.len()] = [None; SPEC_FIELDS.len()];
         // the container lists read where they are (`null`: none), not delimited first
-        let mut lists: [Option<Option<Vec<ContainerFields>>>; 3] = [None, None, None];
-        let refused = ExtentError {
-            offset: 0,
-            expected: "a pod spec the scanner reads",
-        };
-        Scanner::new(raw)
-            .members_in_place(|key, scanner| {
-                let Some(field) = SPEC_FIELDS.iter().position(|f| *f == key) else {
-                    return scanner.value().map(drop);
-                };
-                let first = match lists.get_mut(field) {
-                    Some(list) => list
-                        .replace(ContainerFields::scan_list_at(scanner).ok_or(refused.clone())?)
-                        .is_none(),
-                    None => texts[field].replace(scanner.value()?).is_none(),
-                };
-                first.then_some(()).ok_or(refused.clone())
-            })
-            .ok()?;
+        let mut lists: [Option<Vec<ContainerFields>>; 3] = [None, None, None];
+        struct_members_at(&mut Scanner::new(raw), |key, scanner| {
+            let Some(field) = SPEC_FIELDS.iter().position(|f| *f == key) else {
+                scanner.value().ok()?;
+                return Some(0);
+            };
+            match lists.get_mut(field) {
+                Some(list) => *list = ContainerFields::scan_list_at(scanner)?,
+                None => texts[field] = Some(scanner.value().ok()?),
+            }
+            Some(1 << field)
+        })?;
         let [_, _, _, volumes, secrets, account, selector, affinity, tolerations] = texts;
         let [init, containers, ephemeral] = lists;
         Some(PodSpecFields {
-            init_containers: init.flatten().unwrap_or_default(),
+            init_containers: init.unwrap_or_default(),
             // required: serde names it missing, or refuses `null`
-            containers: containers.flatten()?,
-            ephemeral_containers: ephemeral.flatten().unwrap_or_default(),
+            containers: containers?,
+            ephemeral_containers: ephemeral.unwrap_or_default(),
             volumes: volumes.filter(|text| *text != "null"),
             image_pull_secrets: SecretReference::scan_list(secrets)?,
-            service_account_name: account
-                .map_or(Some(None), json_extent::string_or_null)?
-                .map(Cow::into_owned),
+            service_account_name: account.map_or(Some(None), json_extent::string_or_null)?,
             node_selector: match selector {
                 None => BTreeMap::new(),
                 Some(text) => serde_json::from_str::<Option<_>>(text)
@@ -471,13 +461,9 @@ impl ContainerFields {
             return (scanner.value().ok()? == "null").then_some(None);
         }
         let mut containers = Vec::new();
-        let refused = ExtentError {
-            offset: 0,
-            expected: "a container the scanner reads",
-        };
         scanner
             .elements(|scanner| {
-                containers.push(Self::scan_at(scanner).ok_or(refused.clone())?);
+                containers.push(Self::scan_at(scanner).ok_or(REFUSED)?);
                 Ok(())
             })
             .ok()?;
@@ -487,22 +473,30 @@ impl ContainerFields {
     /// The fields of the container at `scanner`, its other members skipped; `None` for an
     /// entry that is not an object (serde refuses `null` there).
     fn scan_at(scanner: &mut Scanner<'_>) -> Option<Self> {
-        let (mut name, mut image, mut pull_policy) = (None, None, None);
-        object_members_at(scanner, |key, value| {
-            let slot = match key {
-                "name" => &mut name,
-                "image" => &mut image,
-                "imagePullPolicy" => &mut pull_policy,
-                _ => return Some(()),
-            };
-            let read = json_extent::string_or_null(value)?;
-            slot.replace(read).is_none().then_some(())
+        let mut container = ContainerFields {
+            name: String::new(),
+            image: None,
+            image_pull_policy: None,
+        };
+        struct_members_at(scanner, |key, scanner| {
+            let value = scanner.value().ok()?;
+            Some(match key {
+                "name" => {
+                    container.name = json_extent::string_or_default(value)?;
+                    1
+                }
+                "image" => {
+                    container.image = json_extent::string_or_null(value)?;
+                    1 << 1
+                }
+                "imagePullPolicy" => {
+                    container.image_pull_policy = json_extent::string_or_null(value)?;
+                    1 << 2
+                }
+                _ => 0,
+            })
         })?;
-        Some(ContainerFields {
-            name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
-            image: image.flatten().map(Cow::into_owned),
-            image_pull_policy: pull_policy.flatten().map(Cow::into_owned),
-        })
+        Some(container)
     }
 }
 
@@ -514,21 +508,20 @@ impl SecretReference {
             return Some(secrets);
         };
         list_elements(text, |entry| {
-            let mut name = None;
             if entry == "null" {
                 return None;
             }
-            object_members(entry, |key, value| {
+            let mut secret = SecretReference {
+                name: String::new(),
+            };
+            struct_members(entry, |key, value| {
                 if key != "name" {
-                    return Some(());
+                    return Some(0);
                 }
-                name.replace(json_extent::string_or_null(value)?)
-                    .is_none()
-                    .then_some(())
+                secret.name = json_extent::string_or_default(value)?;
+                Some(1)
             })?;
-            secrets.push(SecretReference {
-                name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
-            });
+            secrets.push(secret);
             Some(())
         })?;
         Some(secrets)
@@ -549,22 +542,22 @@ impl VolumeFields {
         if entry == "null" {
             return None;
         }
-        let (mut name, mut image) = (None, None);
-        object_members(entry, |key, value| match key {
-            "name" => name
-                .replace(json_extent::string_or_null(value)?)
-                .is_none()
-                .then_some(()),
-            "image" => image
-                .replace(ImageVolumeFields::scan(value)?)
-                .is_none()
-                .then_some(()),
-            _ => Some(()),
+        let mut volume = VolumeFields {
+            name: String::new(),
+            image: None,
+        };
+        struct_members(entry, |key, value| match key {
+            "name" => {
+                volume.name = json_extent::string_or_default(value)?;
+                Some(1)
+            }
+            "image" => {
+                volume.image = ImageVolumeFields::scan(value)?;
+                Some(1 << 1)
+            }
+            _ => Some(0),
         })?;
-        Some(Some(VolumeFields {
-            name: name.flatten().map(Cow::into_owned).unwrap_or_default(),
-            image: image.flatten(),
-        }))
+        Some(Some(volume))
     }
 }
 
@@ -574,21 +567,24 @@ impl ImageVolumeFields {
         if value == "null" {
             return Some(None);
         }
-        let (mut reference, mut pull_policy) = (None, None);
-        object_members(value, |key, value| {
-            let slot = match key {
-                "reference" => &mut reference,
-                "pullPolicy" => &mut pull_policy,
-                _ => return Some(()),
-            };
-            slot.replace(json_extent::string_or_null(value)?)
-                .is_none()
-                .then_some(())
+        let mut image = ImageVolumeFields {
+            reference: None,
+            pull_policy: None,
+        };
+        struct_members(value, |key, value| {
+            Some(match key {
+                "reference" => {
+                    image.reference = json_extent::string_or_null(value)?;
+                    1
+                }
+                "pullPolicy" => {
+                    image.pull_policy = json_extent::string_or_null(value)?;
+                    1 << 1
+                }
+                _ => 0,
+            })
         })?;
-        Some(Some(ImageVolumeFields {
-            reference: reference.flatten().map(Cow::into_owned),
-            pull_policy: pull_policy.flatten().map(Cow::into_owned),
-        }))
+        Some(Some(image))
     }
 }
 
