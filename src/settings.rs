@@ -129,6 +129,18 @@ pub enum OwnedObjects {
     Check,
 }
 
+impl OwnedObjects {
+    /// The value as the host writes it (a plain string), read without serde: `None` for any
+    /// other text, which serde then reads or explains.
+    fn from_text(text: &str) -> Option<Option<Self>> {
+        match text {
+            "\"skip\"" => Some(Some(OwnedObjects::Skip)),
+            "\"check\"" => Some(Some(OwnedObjects::Check)),
+            _ => None,
+        }
+    }
+}
+
 /// `audit`: what an instance does with the requests of Kubewarden's audit scanner, which shares
 /// the policy server's workers with admission (docs/audit.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -198,6 +210,16 @@ const KEYS: [&str; 17] = [
     "lookupBroker",
     "audit",
 ];
+
+/// The index in [`KEYS`] of the member named `key`. No two names share their length and
+/// first byte, so at most one is compared in full (the list's search compared every name of
+/// the same length, a byte at a time, for each of a document's members).
+fn key_slot(key: &str) -> Option<usize> {
+    let first = key.as_bytes().first()?;
+    KEYS.iter()
+        .position(|k| k.len() == key.len() && k.as_bytes().first() == Some(first))
+        .filter(|&slot| KEYS[slot] == key)
+}
 
 /// A member's index in [`KEYS`].
 #[derive(Debug, Clone, Copy)]
@@ -331,7 +353,7 @@ impl<'a> Settings<'a> {
                     offset: scanner.offset(),
                     expected: "a member of the settings",
                 };
-                let slot = KEYS.iter().position(|k| *k == key).ok_or(unknown)?;
+                let slot = key_slot(key).ok_or(unknown)?;
                 members[slot] = (!blank).then_some(Member {
                     text: value,
                     blanks,
@@ -502,9 +524,14 @@ impl<'a> Settings<'a> {
 
     /// How long an evaluation may spend on host calls before it stops making new ones.
     pub fn time_budget(&self) -> Duration {
-        *self
-            .time_budget
-            .get_or_init(|| self.read(Key::TimeBudgetMs, |raw| raw.time_budget_ms, time_budget))
+        *self.time_budget.get_or_init(|| {
+            self.read_with(
+                Key::TimeBudgetMs,
+                |text| whole_number(text).map(Some),
+                |raw| raw.time_budget_ms,
+                time_budget,
+            )
+        })
     }
 
     /// Mirror chains, as nodes are configured.
@@ -571,7 +598,7 @@ impl<'a> Settings<'a> {
     pub fn pin_digests(&self) -> bool {
         *self
             .pin_digests
-            .get_or_init(|| self.read(Key::PinDigests, |raw| raw.pin_digests, Ok))
+            .get_or_init(|| self.read_with(Key::PinDigests, boolean, |raw| raw.pin_digests, Ok))
     }
 
     /// Custom kinds and where their images are.
@@ -588,8 +615,18 @@ impl<'a> Settings<'a> {
     /// Whether controller-owned objects are looked up again.
     pub fn owned_objects(&self) -> OwnedObjects {
         *self.owned_objects.get_or_init(|| {
-            let new = self.read(Key::OwnedObjects, |raw| raw.owned_objects, Ok);
-            let old = self.read(Key::OwnedPods, |raw| raw.owned_pods, Ok);
+            let new = self.read_with(
+                Key::OwnedObjects,
+                OwnedObjects::from_text,
+                |raw| raw.owned_objects,
+                Ok,
+            );
+            let old = self.read_with(
+                Key::OwnedPods,
+                OwnedObjects::from_text,
+                |raw| raw.owned_pods,
+                Ok,
+            );
             owned_objects(new, old)
         })
     }
@@ -629,7 +666,8 @@ impl<'a> Settings<'a> {
                     Key::LookupBroker,
                     |text| BrokerSettings::from_text(text).map(Some),
                     |raw| raw.lookup_broker,
-                    compile_broker,
+                    // its names checked when the host loaded the policy
+                    Ok,
                 )
             })
             .as_ref()
@@ -865,6 +903,24 @@ enum Checks {
     WhatRequestsUse,
 }
 
+/// `true` or `false` as the host writes them, read without serde (`None` for any other text).
+fn boolean(text: &str) -> Option<bool> {
+    match text {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// A JSON number of digits alone that fits a `u64`, read without serde: `None` for any other
+/// text (a sign, a fraction, an exponent, too large), which serde then reads or explains.
+fn whole_number(text: &str) -> Option<u64> {
+    text.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
 /// `timeBudgetMs`, within what the policy server allows an evaluation.
 fn time_budget(ms: Option<u64>) -> Result<Duration, SettingsError> {
     let ms = ms.unwrap_or(DEFAULT_TIME_BUDGET_MS);
@@ -1040,13 +1096,19 @@ impl SettingsError {
 
     /// True for a problem `validate_settings` refuses when the host loads the policy and a
     /// request's reading does not look for again (mirror locations, namespace names, image
-    /// patterns, which a request compiles only for an image they may match, JSONPaths): a
-    /// request still refuses what it cannot parse.
+    /// patterns, which a request compiles only for an image they may match, JSONPaths, the
+    /// lookup broker's names): a request still refuses what it cannot parse.
     pub fn is_checked_at_load_only(&self) -> bool {
         let field = self.field.as_str();
         field.starts_with("registries")
             || field.starts_with("exemptNamespaces[")
             || field.starts_with("exemptImages[")
+            || matches!(
+                field,
+                "lookupBroker.host"
+                    | "lookupBroker.keySecret.namespace"
+                    | "lookupBroker.keySecret.name"
+            )
             || self.problem.contains("invalid JSONPath")
     }
 }
@@ -1185,6 +1247,61 @@ mod tests {
                 format!("{:?}", Settings::default())
             );
         }
+    }
+
+    #[test]
+    fn literals_read_without_serde_are_what_serde_reads() {
+        // the plain spellings are read by the text's readers; every other falls to serde,
+        // which reads or refuses it as before
+        let literals = [
+            "0",
+            "1",
+            "900",
+            "30000",
+            "30001",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-1",
+            "1.5",
+            "1e3",
+            "1E3",
+            "0.0",
+            "true",
+            "false",
+            "null",
+            "\"skip\"",
+            "\"check\"",
+            "\"Skip\"",
+            "\"sk\\u0069p\"",
+            "\"\"",
+            "[]",
+            "{}",
+        ];
+        for literal in literals {
+            for key in ["timeBudgetMs", "pinDigests", "ownedObjects", "ownedPods"] {
+                let text = format!("{{\"{key}\": {literal}}}");
+                let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let _ = same_from_text(&value);
+            }
+        }
+        assert_eq!(whole_number("1500"), Some(1500));
+        assert_eq!(whole_number("+1"), None, "no sign: JSON has none");
+        assert_eq!(whole_number("18446744073709551616"), None);
+        assert_eq!(boolean("true"), Some(true));
+        assert_eq!(boolean("True"), None);
+    }
+
+    #[test]
+    fn every_member_is_found_by_its_name_alone() {
+        for (slot, key) in KEYS.iter().enumerate() {
+            assert_eq!(key_slot(key), Some(slot), "{key}");
+            // a name differing in one byte, or one byte shorter, is none
+            let last = key.len() - 1;
+            assert_eq!(key_slot(&format!("{}X", &key[..last])), None, "{key}");
+            assert_eq!(key_slot(&key[..last]), None, "{key}");
+        }
+        assert_eq!(key_slot(""), None);
+        assert_eq!(key_slot("description"), None, "the UI's, left out before");
     }
 
     #[test]

@@ -308,14 +308,16 @@ fn the_broker_host_must_be_a_plain_host() {
         json!({"lookupBroker": {"host": ""}}),
         "lookupBroker: missing field `host`",
     );
+    // the names are checked when the host loads the policy (a request does not check them
+    // again, as it does not check mirror locations or namespace names)
     for host in [
         "Broker.example",
         "broker.example/path",
         "[::1]:8443",
         "broker:port",
     ] {
-        assert_settings_refused_naming(
-            json!({"lookupBroker": {"host": host,
+        assert_invalid_settings_named(
+            &json!({"lookupBroker": {"host": host,
                 "keySecret": {"namespace": "kubewarden", "name": "broker-key"}}}),
             "lookupBroker.host",
         );
@@ -332,6 +334,10 @@ fn the_key_secret_is_required_and_named_by_kubernetes_names() {
         json!({"lookupBroker": {"host": BROKER}}),
         "lookupBroker: missing field `keySecret`",
     );
+    assert_settings_refused_naming(
+        json!({"lookupBroker": {"host": BROKER, "keySecret": {"namespace": "kubewarden"}}}),
+        "missing field `name`",
+    );
     for (secret, field) in [
         (
             json!({"namespace": "Kube", "name": "k"}),
@@ -341,10 +347,9 @@ fn the_key_secret_is_required_and_named_by_kubernetes_names() {
             json!({"namespace": "kubewarden", "name": "a_b"}),
             "lookupBroker.keySecret.name",
         ),
-        (json!({"namespace": "kubewarden"}), "missing field `name`"),
     ] {
-        assert_settings_refused_naming(
-            json!({"lookupBroker": {"host": BROKER, "keySecret": secret}}),
+        assert_invalid_settings_named(
+            &json!({"lookupBroker": {"host": BROKER, "keySecret": secret}}),
             field,
         );
     }

@@ -52,11 +52,12 @@ fn chunk_at(bytes: &[u8], at: usize) -> Option<&Chunk> {
     bytes.get(at..)?.first_chunk()
 }
 
-/// One bit a byte of a chunk (bit `i` for byte `i`).
+/// One bit a byte of a chunk (bit `i` for byte `i`), and whether it holds a backslash (which
+/// ends the chunked walk wherever it is: one test a chunk rather than a mask).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Marks {
     quote: u64,
-    backslash: u64,
+    backslash: bool,
     /// `[` or `{`.
     open: u64,
     /// `]` or `}`.
@@ -327,11 +328,11 @@ pub(super) fn container_end(bytes: &[u8], start: usize, max_depth: u32) -> Resul
         // escapes stop the walk
         let empty_strings = marks.quote & ((marks.quote << 1) | quote_before);
         quote_before = marks.quote >> (CHUNK - 1);
-        if (marks.open | marks.close | marks.backslash) == 0 {
+        if (marks.open | marks.close) == 0 && !marks.backslash {
             blanks |= empty_strings != 0;
             in_string ^= 0u64.wrapping_sub(u64::from(marks.quote.count_ones() & 1));
         } else {
-            if marks.backslash != 0 {
+            if marks.backslash {
                 return Err(Stop::Escape);
             }
             let inside = prefix_xor(marks.quote) ^ in_string;
@@ -416,15 +417,17 @@ mod simd {
     #[inline(always)]
     pub(super) fn marks(chunk: &[u8; CHUNK]) -> Marks {
         let mut marks = Marks::default();
+        let mut backslashes = u8x16_splat(0);
         for offset in (0..CHUNK).step_by(BLOCK) {
             let v = block_of(chunk, offset);
             // `[` and `{`, `]` and `}` differ only in the bit 0x20
             let folded = v128_or(v, u8x16_splat(0x20));
             marks.quote |= u64::from(mask(v, b'"')) << offset;
-            marks.backslash |= u64::from(mask(v, b'\\')) << offset;
+            backslashes = v128_or(backslashes, i8x16_eq(v, u8x16_splat(b'\\')));
             marks.open |= u64::from(mask(folded, b'{')) << offset;
             marks.close |= u64::from(mask(folded, b'}')) << offset;
         }
+        marks.backslash = v128_any_true(backslashes);
         marks
     }
 
@@ -508,7 +511,7 @@ mod bytewise {
             let bit = 1u64 << i;
             match byte {
                 b'"' => marks.quote |= bit,
-                b'\\' => marks.backslash |= bit,
+                b'\\' => marks.backslash = true,
                 b'[' | b'{' => marks.open |= bit,
                 b']' | b'}' => marks.close |= bit,
                 _ => {}
@@ -714,7 +717,8 @@ mod tests {
         let twice = |bits: u64| bits | bits << (CHUNK - BLOCK);
         let marks = marks(&chunk);
         assert_eq!(marks.quote, twice(1 | 1 << 9 | 1 << 14 | 1 << 15));
-        assert_eq!(marks.backslash, twice(1 << 1));
+        assert!(marks.backslash);
+        assert!(!super::marks(&[b' '; CHUNK]).backslash);
         assert_eq!(marks.open, twice(1 << 2 | 1 << 3));
         assert_eq!(marks.close, twice(1 << 4 | 1 << 5 | 1 << 11 | 1 << 12));
         assert_eq!(prefix_xor(0b1001), 0b0111);
