@@ -34,6 +34,7 @@
 
 // Shared vocabulary: leaves that every step may name.
 pub mod action;
+pub mod compare;
 pub mod failure;
 pub mod field_error;
 pub mod globs;
