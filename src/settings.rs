@@ -211,9 +211,9 @@ const KEYS: [&str; 17] = [
     "audit",
 ];
 
-/// The index in [`KEYS`] of the member named `key`. No two names share their length and
-/// first byte, so at most one is compared in full (the list's search compared every name of
-/// the same length, a byte at a time, for each of a document's members).
+/// The index in [`KEYS`] of the member named `key`, asked for every member of every request's
+/// settings: no two names share their length and first byte, so at most one is compared in
+/// full.
 fn key_slot(key: &str) -> Option<usize> {
     let first = key.as_bytes().first()?;
     KEYS.iter()
@@ -896,7 +896,7 @@ fn careful_rule(text: &str) -> Result<RegistryRule, (String, String)> {
 /// policy load) checks everything, so that a bad document is refused naming its field. A
 /// request reads settings the host has validated, on a fresh instance every time on
 /// policy-server 1.36: it compiles custom kinds' JSONPaths only for an object of the kind and
-/// does not check mirror locations or namespace names again.
+/// does not check mirror locations, namespace names or the lookup broker's names again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Checks {
     All,
