@@ -6,7 +6,8 @@
 use serde::{Deserialize, Deserializer};
 
 use crate::json_extent::{
-    ascii_text, string_or_default, struct_members, struct_members_at, ExtentError, Scanner,
+    ascii_text, string_field, string_or_default, struct_members, struct_members_at, ExtentError,
+    Scanner,
 };
 use crate::settings::{Settings, SettingsError};
 
@@ -320,15 +321,9 @@ impl GroupVersionKind {
 impl UserInfo {
     /// The user at `value`, as serde reads it (unknown members ignored).
     fn scan(value: &str) -> Option<Self> {
-        let mut user = UserInfo::default();
-        struct_members(value, |key, value| {
-            if key != "username" {
-                return Some(0);
-            }
-            user.username = string_or_default(value)?;
-            Some(1)
-        })?;
-        Some(user)
+        Some(UserInfo {
+            username: string_field(value, "username")?,
+        })
     }
 }
 

@@ -331,6 +331,21 @@ pub fn string_or_default(value: &str) -> Option<String> {
     string_or_null(value).map(Option::unwrap_or_default)
 }
 
+/// The member `name` of the object `value` as serde reads a struct whose one field is that
+/// `String` (`null` as its default, other members ignored, the field written twice refused);
+/// `None` for what serde must read.
+pub fn string_field(value: &str, name: &str) -> Option<String> {
+    let mut field = String::new();
+    struct_members(value, |key, value| {
+        if key != name {
+            return Some(0);
+        }
+        field = string_or_default(value)?;
+        Some(1)
+    })?;
+    Some(field)
+}
+
 /// What stops a walk whose caller refused a member or element: the value is then serde's.
 pub const REFUSED: ExtentError = ExtentError {
     offset: 0,

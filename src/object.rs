@@ -91,12 +91,11 @@ impl<'a> Object<'a> {
     pub fn at(&self, pointer: &str) -> Option<&'a str> {
         let raw = self.text?;
         let mut keys = pointer.split('/').skip(1);
-        let first = keys.next();
-        let [found] = self.find(raw, [first]);
-        match first {
-            None => Some(raw),
-            Some(_) => walk(found?, keys),
-        }
+        let Some(first) = keys.next() else {
+            return Some(raw);
+        };
+        let [found] = self.find(raw, [Some(first)]);
+        walk(found?, keys)
     }
 
     /// The object's metadata and the value at `pointer`, read in one pass over the object's

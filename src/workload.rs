@@ -511,17 +511,9 @@ impl SecretReference {
             if entry == "null" {
                 return None;
             }
-            let mut secret = SecretReference {
-                name: String::new(),
-            };
-            struct_members(entry, |key, value| {
-                if key != "name" {
-                    return Some(0);
-                }
-                secret.name = json_extent::string_or_default(value)?;
-                Some(1)
-            })?;
-            secrets.push(secret);
+            secrets.push(SecretReference {
+                name: json_extent::string_field(entry, "name")?,
+            });
             Some(())
         })?;
         Some(secrets)
