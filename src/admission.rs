@@ -406,12 +406,10 @@ mod tests {
 
     #[test]
     fn the_scanner_reads_requests_as_serde_does() {
-        let mut texts = Vec::new();
-        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
-            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
-            let value: Value = serde_json::from_str(&text).expect("JSON");
-            texts.push(value["request"].to_string());
-        }
+        let mut texts: Vec<String> = crate::fixtures::reviews()
+            .iter()
+            .map(|review| review["request"].to_string())
+            .collect();
         let fixtures = texts.len();
         for variant in [
             json!({"uid": null, "kind": null, "operation": null, "userInfo": null}),

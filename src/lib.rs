@@ -95,6 +95,9 @@ pub mod evaluate;
 #[cfg(feature = "testing")]
 pub use kubelet_credentials::testing;
 
+#[cfg(test)]
+mod fixtures;
+
 #[cfg(target_arch = "wasm32")]
 mod entry {
     use std::sync::atomic::AtomicU8;

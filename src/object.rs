@@ -540,9 +540,7 @@ mod tests {
     #[test]
     fn the_scanner_reads_metadata_as_serde_does() {
         let mut texts = Vec::new();
-        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
-            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
-            let value: Value = serde_json::from_str(&text).expect("JSON");
+        for value in crate::fixtures::reviews() {
             for object in ["object", "oldObject"] {
                 let metadata = &value["request"][object]["metadata"];
                 if !metadata.is_null() {
@@ -605,9 +603,7 @@ mod tests {
     #[test]
     fn a_walked_object_answers_as_its_text_does() {
         let mut texts = Vec::new();
-        for entry in std::fs::read_dir("tests/fixtures/requests").expect("fixtures") {
-            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
-            let value: Value = serde_json::from_str(&text).expect("JSON");
+        for value in crate::fixtures::reviews() {
             for object in ["object", "oldObject"] {
                 if value["request"][object].is_object() {
                     texts.push(value["request"][object].to_string());
