@@ -10,7 +10,8 @@
 //! guest's code runs cold every time; without it, `validate` runs warm.
 //!
 //! Timing runs on the standard engine (compilation cache, guard pages), as
-//! `run` does; memory is measured in a second pass on an engine whose linear
+//! `run` does, with policy-server's time-out (`--policy-timeout`, whose epoch
+//! checks the compiled guest carries); memory is measured in a second pass on an engine whose linear
 //! memories report their size (`guest_memory`), which is slower to run.
 
 use std::sync::Arc;
@@ -96,10 +97,11 @@ fn load(
     module: &[u8],
     capabilities: Arc<HostCapabilities>,
     engine: Option<wasmtime::Engine>,
+    timeout: Option<Duration>,
     settings: &Value,
     fresh: bool,
 ) -> Result<Evaluations> {
-    let pre = PolicyPre::with_engine(module, capabilities, engine)?;
+    let pre = PolicyPre::with_engine(module, capabilities, engine, timeout)?;
     let policy = pre.instantiate()?;
     let validation = policy.validate_settings(settings);
     if !validation.valid {
@@ -197,6 +199,7 @@ fn peak_memory_pages(
         module,
         capabilities(args, Arc::new(CallMeter::default())),
         Some(memory.engine()?),
+        None,
         settings,
         args.fresh_instances,
     )?;
@@ -222,6 +225,7 @@ fn wasm_instructions(
         module,
         capabilities(args, Arc::new(CallMeter::default())),
         Some(fuel_engine()?),
+        None,
         settings,
         args.fresh_instances,
     )?;
@@ -251,6 +255,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         &module,
         capabilities(args, meter.clone()),
         None,
+        (args.policy_timeout > 0).then(|| Duration::from_secs(args.policy_timeout)),
         &settings,
         args.fresh_instances,
     )?;

@@ -183,6 +183,12 @@ pub struct BenchArgs {
     #[arg(long = "fresh-instances")]
     pub fresh_instances: bool,
 
+    /// Bound each timed guest call as policy-server's `--policy-timeout` does (seconds, its
+    /// default 2): the guest's code is then compiled with the same epoch checks as on the
+    /// server. 0: no bound, no checks.
+    #[arg(long = "policy-timeout", default_value_t = 2)]
+    pub policy_timeout: u64,
+
     /// Skip the second and third passes (peak linear memory, wasm
     /// instructions, each on an engine that meters it), so that a profiler
     /// counts only evaluations on the standard engine; their figures are then

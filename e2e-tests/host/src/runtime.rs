@@ -7,11 +7,13 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Value};
 use wasmtime::{
-    Config, Engine, InstancePre, Linker, Module, ProfilingStrategy, Store, Strategy, TypedFunc,
+    Config, Engine, InstancePre, Linker, Module, ProfilingStrategy, Store, Strategy, Trap,
+    TypedFunc,
 };
 
 mod wapc;
@@ -86,6 +88,27 @@ fn precompiled(engine: &wasmtime::Engine, module: &[u8], dir: &Path) -> Result<w
     unsafe { wasmtime::Module::deserialize(engine, &bytes) }.map_err(|e| anyhow!("{e}"))
 }
 
+/// How often the clock of a time-limited engine ([`PolicyPre::with_engine`]) advances: a
+/// guest call runs at most one tick past its time-out.
+const EPOCH_TICK: Duration = Duration::from_millis(100);
+
+/// What policy-server answers when an evaluation ran past `--policy-timeout`.
+pub const INTERRUPTED: &str =
+    "Policy execution interrupted because it exceeded the allowed execution time";
+
+/// A clock for `engine`'s epoch deadlines: a thread that advances it every [`EPOCH_TICK`]
+/// until the engine is dropped.
+fn start_epoch_clock(engine: &Engine) {
+    let engine = engine.weak();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(EPOCH_TICK);
+        match engine.upgrade() {
+            Some(engine) => engine.increment_epoch(),
+            None => break,
+        }
+    });
+}
+
 /// The store's data of one instance: its waPC conversation and WASI state.
 struct Guest {
     wapc: WapcState,
@@ -122,16 +145,26 @@ pub struct PolicyPre {
     pre: InstancePre<Guest>,
     engine: Engine,
     capabilities: Arc<HostCapabilities>,
+    /// Each guest call's deadline in epoch ticks, on a time-limited engine.
+    deadline: Option<u64>,
 }
 
 impl PolicyPre {
     /// Compile `module` (on `engine` without the compilation cache, else on
     /// the default engine, cranelift, with it).
+    ///
+    /// `timeout` bounds each guest call (initialisation, then each call) on the default
+    /// engine as policy-server's `--policy-timeout` does: wasmtime's epoch interruption, whose
+    /// checks at every loop and call are compiled into the guest's code (a quarter more
+    /// native instructions for the policy), so a host that times the guest must have them
+    /// to time what the server runs. A call past it fails with [`INTERRUPTED`].
     pub fn with_engine(
         module: &[u8],
         capabilities: Arc<HostCapabilities>,
         engine: Option<Engine>,
+        timeout: Option<Duration>,
     ) -> Result<Self> {
+        let mut deadline = None;
         let (engine, compiled) = match engine {
             Some(engine) => {
                 let compiled = Module::new(&engine, module)
@@ -144,7 +177,12 @@ impl PolicyPre {
                 if perf_map_requested() {
                     config.profiler(ProfilingStrategy::PerfMap);
                 }
+                config.epoch_interruption(timeout.is_some());
                 let engine = Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
+                if let Some(timeout) = timeout {
+                    deadline = Some(timeout.div_duration_f64(EPOCH_TICK).ceil().max(1.0) as u64);
+                    start_epoch_clock(&engine);
+                }
                 let compiled = match cache_dir() {
                     Some(dir) => precompiled(&engine, module, &dir),
                     None => Module::new(&engine, module).map_err(|e| anyhow!("{e}")),
@@ -167,6 +205,7 @@ impl PolicyPre {
             pre,
             engine,
             capabilities,
+            deadline,
         })
     }
 
@@ -179,6 +218,9 @@ impl PolicyPre {
             wasi: WasiState::default(),
         };
         let mut store = Store::new(&self.engine, guest);
+        if let Some(ticks) = self.deadline {
+            store.set_epoch_deadline(ticks);
+        }
         if self.engine.get_consume_fuel() {
             store
                 .set_fuel(u64::MAX)
@@ -208,18 +250,42 @@ impl PolicyPre {
         Ok(PolicyRuntime {
             store: RefCell::new(store),
             guest_call,
+            deadline: self.deadline,
         })
     }
 }
 
-/// A failed guest call, with the words and `Debug` form of
-/// `wapc::errors::Error::GuestCallFailure`, which the messages below keep.
-#[derive(Debug)]
-struct GuestCallFailure(String);
+/// A failed guest call: with the words and `Debug` form of
+/// `wapc::errors::Error::GuestCallFailure`, which the messages below keep, or stopped at its
+/// deadline, with policy-server's words.
+enum GuestCallFailure {
+    Failed(String),
+    Interrupted,
+}
+
+impl GuestCallFailure {
+    fn reason(&self) -> &str {
+        match self {
+            Self::Failed(reason) => reason,
+            Self::Interrupted => INTERRUPTED,
+        }
+    }
+}
 
 impl std::fmt::Display for GuestCallFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Guest call failure: {}", self.0)
+        match self {
+            Self::Failed(reason) => write!(f, "Guest call failure: {reason}"),
+            Self::Interrupted => f.write_str(INTERRUPTED),
+        }
+    }
+}
+
+impl std::fmt::Debug for GuestCallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("GuestCallFailure")
+            .field(&self.reason())
+            .finish()
     }
 }
 
@@ -227,12 +293,13 @@ impl std::fmt::Display for GuestCallFailure {
 pub struct PolicyRuntime {
     store: RefCell<Store<Guest>>,
     guest_call: TypedFunc<(i32, i32), i32>,
+    deadline: Option<u64>,
 }
 
 impl PolicyRuntime {
     /// Compile and instantiate `module`; host calls go to `capabilities`.
     pub fn new(module: &[u8], capabilities: Arc<HostCapabilities>) -> Result<Self> {
-        PolicyPre::with_engine(module, capabilities, None)?.instantiate()
+        PolicyPre::with_engine(module, capabilities, None, None)?.instantiate()
     }
 
     /// One waPC guest call: `__guest_call` with the operation and payload's
@@ -240,6 +307,9 @@ impl PolicyRuntime {
     /// the call with the trap's text.
     fn guest_call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, GuestCallFailure> {
         let mut store = self.store.borrow_mut();
+        if let Some(ticks) = self.deadline {
+            store.set_epoch_deadline(ticks);
+        }
         store.data_mut().wapc.begin(operation, payload);
         let lengths = (
             i32::try_from(operation.len()).unwrap_or(i32::MAX),
@@ -247,6 +317,9 @@ impl PolicyRuntime {
         );
         let result = match self.guest_call.call(&mut *store, lengths) {
             Ok(result) => result,
+            Err(error) if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                return Err(GuestCallFailure::Interrupted)
+            }
             Err(error) => {
                 store.data_mut().wapc.fail(error.to_string());
                 0
@@ -256,7 +329,7 @@ impl PolicyRuntime {
             .data_mut()
             .wapc
             .outcome(result)
-            .map_err(GuestCallFailure)
+            .map_err(GuestCallFailure::Failed)
     }
 
     /// Call the guest's `validate_settings`. A failed call counts as invalid
@@ -326,5 +399,73 @@ impl PolicyRuntime {
                 String::from_utf8_lossy(&res)
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::allow_list::{HostCapabilitiesAllowList, KubernetesAccess};
+    use crate::callback_requests::CallbackRequestType;
+    use crate::capabilities::Backend;
+
+    struct NoBackend;
+
+    impl Backend for NoBackend {
+        fn evaluate(&mut self, _: &CallbackRequestType) -> Result<Vec<u8>> {
+            Err(anyhow!("no host calls in this test"))
+        }
+    }
+
+    /// `(module (func (export "__guest_call") (param i32 i32) (result i32)
+    /// (loop (br 0)) unreachable))`: a guest that never answers.
+    const SPINNING_GUEST: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x07, 0x01, 0x60, 0x02, 0x7f, 0x7f, 0x01, 0x7f, // type (i32 i32) -> i32
+        0x03, 0x02, 0x01, 0x00, // one function of that type
+        0x07, 0x10, 0x01, 0x0c, b'_', b'_', b'g', b'u', b'e', b's', b't', b'_', b'c', b'a', b'l',
+        b'l', 0x00, 0x00, // exported as __guest_call
+        0x0a, 0x0a, 0x01, 0x08, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x00, 0x0b, // its body
+    ];
+
+    fn capabilities() -> Arc<HostCapabilities> {
+        Arc::new(HostCapabilities::new(
+            HostCapabilitiesAllowList::parse("*"),
+            KubernetesAccess::All,
+            Box::new(NoBackend),
+        ))
+    }
+
+    #[test]
+    fn a_guest_call_past_its_time_out_is_interrupted_with_policy_servers_words() {
+        let timeout = Duration::from_millis(300);
+        let pre = PolicyPre::with_engine(SPINNING_GUEST, capabilities(), None, Some(timeout))
+            .expect("the module loads");
+        let policy = pre.instantiate().expect("the module instantiates");
+        let started = Instant::now();
+        let error = policy
+            .call("validate", b"{}")
+            .expect_err("a guest that never answers is stopped");
+        assert!(error.to_string().ends_with(INTERRUPTED), "{error}");
+        // the clock may tick once right after the deadline is set, never sooner
+        assert!(
+            started.elapsed() >= timeout - EPOCH_TICK,
+            "{:?}",
+            started.elapsed()
+        );
+        // each call gets the whole time-out again
+        let started = Instant::now();
+        let response = policy.validate(&json!({}), &json!({"uid": "u"}));
+        assert!(
+            started.elapsed() >= timeout - EPOCH_TICK,
+            "{:?}",
+            started.elapsed()
+        );
+        let status = response.status.expect("a refusal carries a status");
+        let expected = format!("internal server error: {INTERRUPTED}");
+        assert_eq!(status.message, Some(expected));
+        assert_eq!((response.allowed, status.code), (false, Some(500)));
     }
 }
