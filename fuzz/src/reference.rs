@@ -1,5 +1,6 @@
-//! `ImageReference::parse` on any string: never panics, and what it accepts is a fixed point.
-//! The lookup reference parses back to the same lookup reference (so spellings share one host
+//! `ImageReference::parse` on any string: never panics, answers what distribution's grammar
+//! alone answers (`parse_by_grammar`: the one-pass reading of plain images agrees with it),
+//! and what it accepts is a fixed point. The lookup reference parses back to the same lookup reference (so spellings share one host
 //! cache entry), and the normalised form parses back to the same normalised form and parts.
 
 use resolvable_images_policy::reference::ImageReference;
@@ -9,7 +10,13 @@ pub fn run(data: &[u8]) {
     let Ok(image) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(reference) = ImageReference::parse(image) else {
+    let parsed = ImageReference::parse(image);
+    assert_eq!(
+        parsed,
+        ImageReference::parse_by_grammar(image),
+        "image {image:?}"
+    );
+    let Ok(reference) = parsed else {
         return;
     };
 
