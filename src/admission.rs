@@ -37,8 +37,9 @@ impl<'a> ValidationPayload<'a> {
         scanner.enter_object()?;
         let (mut settings, mut request) = (None, None);
         let mut first = true;
-        while let Some(key) = scanner.next_key(std::mem::take(&mut first))? {
-            match key {
+        // keys decoded: `"r\u0065quest"` is the request too, as serde reads it
+        while let Some(key) = scanner.next_decoded_key(std::mem::take(&mut first))? {
+            match key.as_ref() {
                 "request" => {
                     if request.is_some() {
                         return Err(PayloadError::Duplicate("request"));
@@ -394,6 +395,23 @@ mod tests {
         assert_eq!(name(json!({"metadata": {"name": "web"}})), "web");
         assert_eq!(name(json!({"metadata": {"name": ""}})), "(unnamed)");
         assert_eq!(name(json!(null)), "(unnamed)");
+    }
+
+    /// The payload's own keys are read as serde reads them, escapes decoded, blanks and all.
+    #[test]
+    fn payload_keys_written_with_escapes_name_their_members() {
+        let text = br#"{"s\u0065ttings" : {"pinDigests": true}, "r\u0065quest"	: {"operation": "CREATE"}}"#;
+        let read = ValidationPayload::parse(text).expect("an escaped key is still its name");
+        assert_eq!(read.request.operation, Operation::Create);
+        assert!(read.settings.pin_digests(), "the settings were read");
+        let twice = br#"{"request": {}, "r\u0065quest": {}}"#;
+        assert!(matches!(
+            ValidationPayload::parse(twice),
+            Err(PayloadError::Duplicate("request"))
+        ));
+        let broken = br#"{"r\u00zzquest": {}}"#;
+        let error = ValidationPayload::parse(broken).expect_err("a broken escape");
+        assert!(error.to_string().contains("valid string escape"), "{error}");
     }
 
     #[test]

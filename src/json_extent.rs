@@ -131,12 +131,22 @@ impl<'a> Scanner<'a> {
     /// A string, decoded when it holds escapes.
     pub fn string(&mut self) -> Result<Cow<'a, str>, ExtentError> {
         let (raw, escaped) = self.escaped_string()?;
+        self.decoded(raw, escaped, self.at)
+    }
+
+    /// `raw`, the contents of the string whose closing quote ends at `quoted_end`, decoded when
+    /// `escaped`.
+    fn decoded(
+        &self,
+        raw: &'a str,
+        escaped: bool,
+        quoted_end: usize,
+    ) -> Result<Cow<'a, str>, ExtentError> {
         if !escaped {
             return Ok(Cow::Borrowed(raw));
         }
-        // the raw contents and their quotes, which end where the scanner is
-        let quoted_start = self.at - raw.len() - 2;
-        serde_json::from_str::<String>(&self.text[quoted_start..self.at])
+        let quoted_start = quoted_end - raw.len() - 2;
+        serde_json::from_str::<String>(&self.text[quoted_start..quoted_end])
             .map(Cow::Owned)
             .map_err(|_| ExtentError {
                 offset: quoted_start,
@@ -234,6 +244,20 @@ impl<'a> Scanner<'a> {
     /// the caller must consume), or `None` past the object's end.
     pub fn next_key(&mut self, first: bool) -> Result<Option<&'a str>, ExtentError> {
         Ok(self.next_escaped_key(first)?.map(|(key, _)| key))
+    }
+
+    /// [`Scanner::next_key`] decoded: the name a key written with an escape spells, for an
+    /// object whose keys are few and compared once (the payload's own).
+    pub fn next_decoded_key(&mut self, first: bool) -> Result<Option<Cow<'a, str>>, ExtentError> {
+        let Some((key, escaped)) = self.next_escaped_key(first)? else {
+            return Ok(None);
+        };
+        if !escaped {
+            return Ok(Some(Cow::Borrowed(key)));
+        }
+        // the scanner is past the colon that follows the key's closing quote and any blanks
+        let quoted_end = self.text[..self.at - 1].trim_end().len();
+        self.decoded(key, escaped, quoted_end).map(Some)
     }
 
     /// [`Scanner::next_key`], and whether the key holds an escape.
