@@ -282,12 +282,12 @@ server_profile() {
   local n=${BENCH_PROFILE_REQUESTS:-20} dir="$E2E_WORK/server-profile" images m
   mkdir -p "$dir" "$E2E_WORK/policy-server/home"
   ps_annotate "$dir"
-  local oci='["oci/v1/manifest_digest"]' modules="accept-all probe policy policy-readme policy-large"
+  local oci='["oci/v1/manifest_digest"]' modules="accept-all probe policy policy-readme policy-large probe-large"
   jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" \
     --argjson oci "$oci" --argjson documents "$(settings_policies "$dir" "$oci")" '
       {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
        probe: {module: $p, settings: {}, hostCapabilities: $oci}}
-      + ($documents | del(."probe-readme", ."probe-large"))' >"$dir/policies.yml"
+      + ($documents | del(."probe-readme"))' >"$dir/policies.yml"
   # compiling the modules under valgrind takes minutes
   ps_start "$dir/policies.yml" "$(write_sources_yaml server-profile --insecure "$REG_ANON")" 1200 \
     valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$dir/callgrind.out" ||
@@ -342,12 +342,12 @@ server_profile() {
   echo
   echo "What the settings documents cost (bench/settings/; target: large ≤ 1.1× \`{}\`'s wasm instructions with 1 image):"
   echo
-  echo "| images | wasm instructions per request: \`{}\` / README / large | README / \`{}\` | large / \`{}\` |"
-  echo "|---:|---:|---:|---:|"
+  echo "| images | wasm instructions per request: \`{}\` / README / large | README / \`{}\` | large / \`{}\` | large, policy / probe: all instructions, server's, wasm |"
+  echo "|---:|---:|---:|---:|---:|"
   jq -rs 'def r3: . * 1000 | round / 1000;
     map({key: .label, value: .}) | from_entries as $d
     | ("1", "10") as $n | $d["policy \($n)"].wasm_ir as $e | $d["policy-readme \($n)"].wasm_ir as $r
-    | $d["policy-large \($n)"].wasm_ir as $l
-    | "| \($n) | \($e) / \($r) / \($l) | \($r / $e | r3) | \($l / $e | r3) |"' \
+    | $d["policy-large \($n)"] as $x | $x.wasm_ir as $l | $d["probe-large \($n)"] as $p
+    | "| \($n) | \($e) / \($r) / \($l) | \($r / $e | r3) | \($l / $e | r3) | \($x.ir / $p.ir | r3), \($x.server_ir / $p.server_ir | r3), \($l / $p.wasm_ir | r3) |"' \
     "$OUT/server-profile.jsonl"
 }
