@@ -94,10 +94,10 @@ impl ImageReference {
     /// Parses an image as written in a container spec, applying Docker Hub defaults.
     ///
     /// Most images are written `registry/path[:tag]` in lowercase ASCII, the registry a domain
-    /// or IPv4 address: those are read in one pass ([`parse_plain`]), about a fifth of what
+    /// or IPv4 address: those are read in one pass ([`parse_plain`]), about a third of what
     /// reading them by the grammar costs, and every request reads every image. Anything else
     /// is read by distribution's grammar ([`ImageReference::parse_by_grammar`]), which names
-    /// the reason of a refusal.
+    /// the reason for a refusal.
     pub fn parse(image: &str) -> Result<Self, ReferenceError> {
         match parse_plain(image) {
             Some(reference) => Ok(reference),
@@ -255,7 +255,8 @@ fn parse_plain(image: &str) -> Option<ImageReference> {
 }
 
 /// Where [`parse_plain`]'s registry ends (a `/` follows): labels of lowercase letters, digits
-/// and inner dashes joined by dots, then a port, with a dot or a port, and not Docker Hub's.
+/// and inner dashes joined by dots, then an optional port; a dot or a port at least (what
+/// makes the first component a registry), and not Docker Hub's.
 fn plain_registry(image: &str) -> Option<usize> {
     let bytes = image.as_bytes();
     let mut at = 0;

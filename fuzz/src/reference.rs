@@ -1,7 +1,8 @@
 //! `ImageReference::parse` on any string: never panics, answers what distribution's grammar
 //! alone answers (`parse_by_grammar`: the one-pass reading of plain images agrees with it),
-//! and what it accepts is a fixed point. The lookup reference parses back to the same lookup reference (so spellings share one host
-//! cache entry), and the normalised form parses back to the same normalised form and parts.
+//! and what it accepts is a fixed point. The lookup reference parses back to the same lookup
+//! reference (so spellings share one host cache entry), and the normalised form parses back to
+//! the same normalised form and parts.
 
 use resolvable_images_policy::reference::ImageReference;
 

@@ -11,8 +11,9 @@
 //!
 //! Timing runs on the standard engine (compilation cache, guard pages), as
 //! `run` does, with policy-server's time-out (`--policy-timeout`, whose epoch
-//! checks the compiled guest carries); memory is measured in a second pass on an engine whose linear
-//! memories report their size (`guest_memory`), which is slower to run.
+//! checks the compiled guest carries); memory is measured in a second pass on
+//! an engine whose linear memories report their size (`guest_memory`), which
+//! is slower to run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -180,7 +180,8 @@ impl PolicyPre {
                 config.epoch_interruption(timeout.is_some());
                 let engine = Engine::new(&config).map_err(|e| anyhow!("{e}"))?;
                 if let Some(timeout) = timeout {
-                    deadline = Some(timeout.div_duration_f64(EPOCH_TICK).ceil().max(1.0) as u64);
+                    let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1);
+                    deadline = Some(u64::try_from(ticks).unwrap_or(u64::MAX));
                     start_epoch_clock(&engine);
                 }
                 let compiled = match cache_dir() {
