@@ -131,27 +131,10 @@ impl<'a> Scanner<'a> {
     /// A string, decoded when it holds escapes.
     pub fn string(&mut self) -> Result<Cow<'a, str>, ExtentError> {
         let (raw, escaped) = self.escaped_string()?;
-        self.decoded(raw, escaped, self.at)
-    }
-
-    /// `raw`, the contents of the string whose closing quote ends at `quoted_end`, decoded when
-    /// `escaped`.
-    fn decoded(
-        &self,
-        raw: &'a str,
-        escaped: bool,
-        quoted_end: usize,
-    ) -> Result<Cow<'a, str>, ExtentError> {
         if !escaped {
             return Ok(Cow::Borrowed(raw));
         }
-        let quoted_start = quoted_end - raw.len() - 2;
-        serde_json::from_str::<String>(&self.text[quoted_start..quoted_end])
-            .map(Cow::Owned)
-            .map_err(|_| ExtentError {
-                offset: quoted_start,
-                expected: "a valid string escape",
-            })
+        unescape(raw, self.at - raw.len() - 2).map(Cow::Owned)
     }
 
     /// Skips one value, returning its text. The text is trusted to be JSON (the host
@@ -249,15 +232,14 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::next_key`] decoded: the name a key written with an escape spells, for an
     /// object whose keys are few and compared once (the payload's own).
     pub fn next_decoded_key(&mut self, first: bool) -> Result<Option<Cow<'a, str>>, ExtentError> {
+        let member = self.at;
         let Some((key, escaped)) = self.next_escaped_key(first)? else {
             return Ok(None);
         };
         if !escaped {
             return Ok(Some(Cow::Borrowed(key)));
         }
-        // the scanner is past the colon that follows the key's closing quote and any blanks
-        let quoted_end = self.text[..self.at - 1].trim_end().len();
-        self.decoded(key, escaped, quoted_end).map(Some)
+        unescape(key, member).map(|key| Some(Cow::Owned(key)))
     }
 
     /// [`Scanner::next_key`], and whether the key holds an escape.
@@ -368,6 +350,15 @@ pub fn string_field(value: &str, name: &str) -> Option<String> {
         Some(1)
     })?;
     Some(field)
+}
+
+/// The contents `raw` of a string written with escapes, decoded as serde decodes them;
+/// `offset` says where the string is when an escape is not valid JSON.
+fn unescape(raw: &str, offset: usize) -> Result<String, ExtentError> {
+    serde_json::from_str(&format!("\"{raw}\"")).map_err(|_| ExtentError {
+        offset,
+        expected: "a valid string escape",
+    })
 }
 
 /// What stops a walk whose caller refused a member or element: the value is then serde's.

@@ -402,11 +402,10 @@ fn is_valid_path(path: &str) -> bool {
 
 fn is_valid_path_component(component: &str) -> bool {
     let bytes = component.as_bytes();
-    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let mut i = 0;
     while i < bytes.len() {
         let start = i;
-        while i < bytes.len() && alnum(&bytes[i]) {
+        while i < bytes.len() && is_lower_alnum(bytes[i]) {
             i += 1;
         }
         if i == start {
@@ -416,7 +415,7 @@ fn is_valid_path_component(component: &str) -> bool {
             return true;
         }
         let separator_start = i;
-        while i < bytes.len() && !alnum(&bytes[i]) {
+        while i < bytes.len() && !is_lower_alnum(bytes[i]) {
             i += 1;
         }
         let separator = &component[separator_start..i];
