@@ -25,10 +25,14 @@ HOST := target/debug/policy-host
 BROKER := target/debug/resolvable-images-broker
 # The guests that only build for wasm32-wasip1, linted with the policy.
 WASM_PACKAGES := -p resolvable-images-policy -p probe-guest -p accept-all -p probe
-# The Kubewarden CLI: $KWCTL from the environment (or `make KWCTL=…`), else `kwctl` on PATH,
-# else the copy the project's tools directory provides. Empty when none is found.
-KWCTL ?= $(or $(shell command -v kwctl 2>/dev/null),$(shell test -x ../shared/tools/kwctl && echo $(abspath ../shared/tools/kwctl)))
+# Kubewarden's own engine, as a user installs it from Kubewarden's releases: $KWCTL and
+# $POLICY_SERVER from the environment (or `make KWCTL=…`), else `kwctl` and `policy-server` on
+# PATH. Empty when none is found: the suites that need one then skip, saying how to provide it.
+KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 KWCTL := $(KWCTL)
+POLICY_SERVER ?= $(shell command -v policy-server 2>/dev/null)
+POLICY_SERVER := $(POLICY_SERVER)
+export POLICY_SERVER
 # kwctl prints Rust backtraces into its messages when RUST_BACKTRACE is set.
 KWCTL_RUN := env -u RUST_BACKTRACE $(KWCTL)
 WASM_OPT := $(shell command -v wasm-opt 2>/dev/null)
@@ -115,13 +119,12 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
-# Clippy over the native crates, tests included, by compiling them (NATIVE_CARGO above: the
-# build that `make test` then runs), and over the wasm guests by `cargo clippy`; no function
-# over 80 lines in any crate (scripts/function-length.py); every build-only crate unoptimised
+# Clippy over the native crates, tests included,
+# by compiling them (NATIVE_CARGO above: the build that `make test` then runs), and over the
+# wasm guests by `cargo clippy`; no function over 80 lines in any crate
+# (scripts/function-length.py); every build-only crate unoptimised
 # (scripts/build-only-packages.py); the policy's writable statics on as few pages as their size
-# needs (scripts/writable-page.py, one more link of the module); the GitHub workflows. Building the
-# wasm modules beside the native crates here was tried: one clean CI took 948 s, against 884
-# and 980 for two runs without it, so no gain beyond the runs' noise, and it is not done.
+# needs (scripts/writable-page.py); the GitHub workflows.
 .PHONY: lint
 lint:
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
@@ -144,19 +147,17 @@ test:
 	$(NATIVE_CARGO) test
 
 # End-to-end: the annotated policy against real registries (e2e-tests/run.sh): on kwctl when
-# one is given (`KWCTL=/path/to/kwctl make e2e-tests`, `make e2e-tests KWCTL=…`, or
-# E2E_KWCTL, which also reaches this target through `make check`), then on the test host
-# only what kwctl cannot do; without kwctl, everything on the test host. The KWCTL set at the
-# top only looks in PATH, for packaging.
+# one is found (KWCTL above), then on the test host only what kwctl cannot do; without kwctl,
+# everything on the test host. The policy-server suites run on POLICY_SERVER when one is found
+# and skip, saying so, without one.
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
-e2e-tests: E2E_KWCTL_BIN = $(or $(E2E_KWCTL),$(if $(filter command line,$(origin KWCTL)),$(KWCTL),$(shell printenv KWCTL)))
 # The probe guest is 97-broker.bats' foreign module on the policy server.
 e2e-tests: annotated-policy.wasm $(HOST) $(BROKER) $(PROBE_GUEST)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
 		PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) \
-		POLICY_HOST=$(CURDIR)/$(HOST) KWCTL=$(if $(E2E_KWCTL_BIN),$(abspath $(E2E_KWCTL_BIN))) \
+		POLICY_HOST=$(CURDIR)/$(HOST) KWCTL=$(if $(KWCTL),$(abspath $(KWCTL))) \
 		bash e2e-tests/run.sh
 
 # Installs the wasm target and the Debian packages when missing (fast when present).
@@ -221,7 +222,7 @@ fuzz:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
 # Benchmarks (docs/performance.md): the policy, accept-all and the probe on the real
-# policy-server when one is found (POLICY_SERVER, else ../shared/tools/policy-server), guest
+# policy-server when one is found (POLICY_SERVER above), guest
 # cost against an accept-all and a probe policy
 # (benches/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.

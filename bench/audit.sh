@@ -82,7 +82,7 @@ audit_bench() {
   echo "## Background audit and admission on the real policy-server"
   echo
   if [[ ! -x "$PS_BIN" ]]; then
-    echo "SKIPPED: no policy-server binary at $PS_BIN (set POLICY_SERVER to measure one)."
+    echo "SKIPPED: no policy-server binary at $PS_BIN (set POLICY_SERVER, or put policy-server on PATH, to measure one)."
     echo "bench: audit tables SKIPPED: no binary at $PS_BIN" >&2
     return 0
   fi

@@ -5,7 +5,7 @@
 # request names a tag not looked up before, so neither the policy server's cache nor the
 # broker's answers are reused: "cold" is the first lookup of a fresh broker process (Secret
 # read, connection, challenge), "warm" the next ones. Prints a markdown table; nothing is
-# asserted. Skips, saying so, without ../shared/tools/policy-server or the broker binary.
+# asserted. Skips, saying so, without a policy-server (POLICY_SERVER, else on PATH) or the broker.
 # Knobs: BENCH_BROKER_REPEATS (warm lookups per column, 5), BROKER_BIN, POLICY_SERVER.
 set -euo pipefail
 
@@ -22,7 +22,7 @@ echo
 echo "## Lookup broker: a brokered lookup against a direct one (real policy-server)"
 echo
 if ! policy_server_bin >/dev/null; then
-  echo "skipped: no policy-server (../shared/tools/policy-server or \$POLICY_SERVER)"
+  echo "skipped: no policy-server (set POLICY_SERVER, or put policy-server on PATH)"
   exit 0
 fi
 if [[ ! -x "$(broker_bin)" || ! -f "$POLICY_WASM" ]]; then

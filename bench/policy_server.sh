@@ -12,13 +12,13 @@
 #   50 ms  cold, through e2e-tests/lib/fault_proxy.py adding 50 ms to every registry request.
 # The three modules of a case are interleaved (bench/loadgen.rs: round after round), so a
 # change in the machine's load falls on all of them alike; ratios are what to read.
-# Knobs: POLICY_SERVER (else ../shared/tools/policy-server), BENCH_CONNECTIONS (8),
+# Knobs: POLICY_SERVER (else policy-server on PATH), BENCH_CONNECTIONS (8),
 # BENCH_WORKERS (2), BENCH_SERVER_REQUESTS (warm requests per module and case, 3000),
 # BENCH_COLD_REQUESTS (cold, 1 image: 60; 10 images: a fifth of it), BENCH_SLOW_REQUESTS (50 ms
 # away, 1 image: 30; 10 images: a fifth of it). Cold lookups are slow on this server (see
 # docs/performance.md), hence the small counts.
 
-PS_BIN=${POLICY_SERVER:-$ROOT/../shared/tools/policy-server}
+PS_BIN=${POLICY_SERVER:-$(command -v policy-server || echo policy-server)}
 PS_PID=""
 
 # ps_stop: stops the server started here, by its pid.
@@ -88,8 +88,8 @@ settings_policies() {
 # annotate MODULE METADATA OUT: MODULE with its metadata embedded, which policy-server needs
 # (the protocol version); with kwctl where there is one, else with the test host.
 annotate() {
-  local kwctl=${KWCTL:-$ROOT/../shared/tools/kwctl}
-  if [[ -x "$kwctl" ]]; then
+  local kwctl=${KWCTL:-$(command -v kwctl || true)}
+  if [[ -n "$kwctl" && -x "$kwctl" ]]; then
     env -u RUST_BACKTRACE HOME="$E2E_WORK/policy-server/home" "$kwctl" annotate -m "$2" -o "$3" "$1" 2>/dev/null
   else
     "$HOST" annotate --metadata-path "$2" --output-path "$3" "$1" >/dev/null
@@ -168,7 +168,7 @@ server_bench() {
   echo "## The real policy-server"
   echo
   if [[ ! -x "$PS_BIN" ]]; then
-    echo "SKIPPED: no policy-server binary at $PS_BIN (set POLICY_SERVER to measure one)."
+    echo "SKIPPED: no policy-server binary at $PS_BIN (set POLICY_SERVER, or put policy-server on PATH, to measure one)."
     echo "bench: policy-server tables SKIPPED: no binary at $PS_BIN" >&2
     return 0
   fi

@@ -4,7 +4,7 @@
 # something even when the absolute times move with the machine's load. Nothing is asserted.
 #
 #   0. policy-server  the policy, the probe and accept-all on the real Kubewarden policy-server
-#                     (POLICY_SERVER, else ../shared/tools/policy-server; skipped, saying so,
+#                     (POLICY_SERVER, else policy-server on PATH; skipped, saying so,
 #                     when there is none): requests per second, p50, p99, the server's CPU
 #                     and page faults per request, warm, cold and 50 ms away; peak RSS.
 #                     bench/policy_server.sh, with the load generator bench/loadgen.rs;

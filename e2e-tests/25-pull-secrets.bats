@@ -120,7 +120,6 @@ no_secret_leak() {
 }
 
 @test "credentialedLookups on a host without oci/v1/resolve_images: falls back, says so, still rejects what is absent" {
-  skip_on_patched_kwctl "a kwctl built from upstream/kubewarden offers oci/v1/resolve_images"
   req=$(local_request deployment-create.json "app=$REG_ANON/team/app:9.9.9")
   run -0 --separate-stderr policy_run "$req" --settings-path "$SCENARIOS_DIR/credentialed-lookups.json"
   assert_rejected
@@ -138,7 +137,7 @@ no_secret_leak() {
 }
 
 @test "credentialedLookups on a host with oci/v1/resolve_images: the pod's own secret reads the private image" {
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
   pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | cluster_add "$E2E_CLUSTER" 10-secret.yaml
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1" "sidecar=$REG_AUTH/private/app:no-such-tag")
   request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
@@ -152,7 +151,7 @@ no_secret_leak() {
 }
 
 @test "credentialedLookups with a wrong password in the pod's secret: 'the pod's pull secrets were refused'" {
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
   pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" not-the-password | cluster_add "$E2E_CLUSTER" 10-secret.yaml
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
   request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'
@@ -164,7 +163,7 @@ no_secret_leak() {
 }
 
 @test "credentialedLookups: recorded sessions redact the credentials" {
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
   pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" | cluster_add "$E2E_CLUSTER" 10-secret.yaml
   req=$(local_request pod-create.json "app=$REG_AUTH/private/app:v1")
   request_edit_pod_spec "$req" '.imagePullSecrets = [{name: "regcred"}]'

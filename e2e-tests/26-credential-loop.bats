@@ -4,7 +4,7 @@
 # same view, so it cannot) and a Pod with two pull secrets, checked with credentialed lookups
 # (--enable-resolve-images): only the second secret sees the image -> found; a 401 and a 404
 # -> absent, naming both; a 500 (or no answer) and a 404 -> a warning; only refusals ->
-# unauthorized. Test host, or a kwctl built from upstream/kubewarden; skipped on stock kwctl.
+# unauthorized. Test host only: kwctl has no such capability, so these are skipped on it.
 
 bats_require_minimum_version 1.5.0
 
@@ -12,7 +12,7 @@ setup() {
   load lib/common
   load lib/per_user_registry
   require_host
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability stock kwctl lacks"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability kwctl lacks"
   E2E_CLUSTER="$BATS_TEST_TMPDIR/cluster"
   mkdir -p "$E2E_CLUSTER"
   cp "$(write_cluster_dir default)/"*.yaml "$E2E_CLUSTER/"

@@ -51,7 +51,7 @@ setup() { load lib/common; require_host; }
 }
 
 @test "a registry that accepts and never answers: the lookup times out into an 'unreachable' warning" {
-  skip_on_stock_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
+  skip_on_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
   command -v python3 >/dev/null || skip "python3 is needed for the silent listener"
   blackhole_start
   sources=$(write_sources_yaml blackhole --insecure "$REG_BLACKHOLE")
@@ -67,7 +67,7 @@ setup() { load lib/common; require_host; }
 }
 
 @test "a hung registry spends the time budget: later lookups are reported as not checked, not waited for" {
-  skip_on_stock_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
+  skip_on_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
   command -v python3 >/dev/null || skip "python3 is needed for the silent listener"
   blackhole_start
   sources=$(write_sources_yaml blackhole --insecure "$REG_BLACKHOLE")

@@ -165,7 +165,7 @@ millis() { date +%s%3N; }
 }
 
 @test "hung registry with --oci-timeout-secs 3: the decision arrives, 'registry unreachable'" {
-  skip_on_stock_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
+  skip_on_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
   fault_start hang
   req=$(fault_request "$FAULT_ADDR/team/app:1.4.2")
   start=$(millis)
@@ -187,7 +187,7 @@ millis() { date +%s%3N; }
 }
 
 @test "a 200 that is not a manifest, credentialed lookups: never 'not found'" {
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
   fault_start notmanifest
   req=$(fault_request "$FAULT_ADDR/team/app:1.4.2")
   run -0 --separate-stderr run_policy_via_fault "$req" --enable-resolve-images \
@@ -198,7 +198,7 @@ millis() { date +%s%3N; }
 }
 
 @test "status 503, credentialed lookups (resolve_images): 'registry unreachable' as well" {
-  skip_on_stock_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
+  skip_on_kwctl "oci/v1/resolve_images (--enable-resolve-images) is a proposed capability only the test host offers"
   fault_start status --status 503
   req=$(fault_request "$FAULT_ADDR/team/app:1.4.2")
   run -0 --separate-stderr run_policy_via_fault "$req" --enable-resolve-images \

@@ -497,7 +497,7 @@ scale_update() {
 }
 
 @test "10. without lookupRegistries the hung registry is asked: the host's time-out, then 'registry unreachable' (as 35-faults)" {
-  skip_on_stock_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
+  skip_on_kwctl "--oci-timeout-secs: kwctl has no time-out for OCI lookups; a registry that never answers hangs it"
   hang_start hung
   req=$(certainty_pod "$REG_HUNG/team/app:1.4.2")
   sources=$(write_sources_yaml hung --insecure "$REG_HUNG")

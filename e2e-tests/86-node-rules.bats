@@ -190,7 +190,7 @@ run_with_secret_for() {
 }
 
 @test "a pull secret for the primary's name is sent to its mirror too: the mirror saw that user" {
-  skip_on_kwctl "reads the credentials in the test host's recorded session; a kwctl built from upstream/kubewarden redacts them there (its decisions: upstream/check-patched-kwctl.sh)"
+  skip_on_kwctl "reads the credentials in the test host's recorded session; kwctl records the Secret as the API server answered it"
   # app: only the mirror has it; sidecar: only the primary, so the mirror answers 404 for it.
   req=$(local_request pod-create.json "app=$REG_AUTH/nr/private:v1" "sidecar=$REG_AUTH/nr/private:v2" init-schema.remove)
   run_with_secret_for "$REG_AUTH" "$req" "$(credentialed_mirror_settings)"
@@ -221,7 +221,7 @@ run_with_secret_for() {
 }
 
 @test "a pull secret for the mirror's host alone is not sent there: not authorized on the registry and its mirrors" {
-  skip_on_kwctl "reads the credentials in the test host's recorded session; a kwctl built from upstream/kubewarden redacts them there (its decisions: upstream/check-patched-kwctl.sh)"
+  skip_on_kwctl "reads the credentials in the test host's recorded session; kwctl records the Secret as the API server answered it"
   req=$(pod_running "$REG_AUTH/nr/private:v1")
   run_with_secret_for "$REG_AUTHMIRROR" "$req" "$(credentialed_mirror_settings)"
   # A node finds no credential by the image's name and pulls anonymously from both: refused,
@@ -244,7 +244,7 @@ run_with_secret_for() {
 }
 
 @test "a Docker Hub secret (https://index.docker.io/v1/) is sent to a Docker Hub mirror" {
-  skip_on_kwctl "reads the credentials in the test host's recorded session; a kwctl built from upstream/kubewarden redacts them there (its decisions: upstream/check-patched-kwctl.sh)"
+  skip_on_kwctl "reads the credentials in the test host's recorded session; kwctl records the Secret as the API server answered it"
   # docker.io's chain: the authenticated mirror, then a primary rewritten to $REG_AUTH, so
   # Docker Hub itself is never contacted.
   settings=$(write_settings docker-hub-mirror "$(jq -n --arg l "$REG_AUTH" --arg m "$REG_AUTHMIRROR" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The policy where users run it: the real Kubewarden policy-server (POLICY_SERVER, else
-# ../shared/tools/policy-server), started here on loopback (lib/policy_server.bash) with a
+# policy-server on PATH), started here on loopback (lib/policy_server.bash) with a
 # policies.yml shaped like the one the Kubewarden controller writes, the policy pulled from a
 # local registry through registry:// after `kwctl push`, AdmissionReviews POSTed to
 # /validate/<id> as the API server does. Skipped, saying so, without a policy-server; runs in
@@ -100,7 +100,7 @@ setup() {
 }
 
 @test "the policy is pushed (kwctl push) and loaded by the server from registry://" {
-  [[ "$PUSHED_WITH" == kwctl ]] || echo "# no kwctl (KWCTL or ../shared/tools/kwctl): pushed with the test host's push" >&3
+  [[ "$PUSHED_WITH" == kwctl ]] || echo "# no kwctl (KWCTL, or kwctl on PATH): pushed with the test host's push" >&3
   run -0 skopeo inspect --raw --tls-verify=false "docker://$POLICY_REF"
   [ "$(jq -r .config.mediaType <<<"$output")" = application/vnd.wasm.config.v1+json ]
   layer=$(jq -r '.layers[0].digest' <<<"$output")

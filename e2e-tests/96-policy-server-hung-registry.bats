@@ -6,8 +6,9 @@
 # server's lookups stuck until the registry goes away, which must not reach 95-policy-server.
 # Bounded: the webhook-side client gives up after PS_CLIENT_TIMEOUT (4 s here) and the server
 # runs with --policy-timeout 2; the times measured are printed in the TAP stream (`# ...`
-# lines) and recorded in docs/policy-server.md. The one bound asserted: a server built from
-# upstream/oci-lookups answers within that evaluation time-out (its deadline is 0.9 s).
+# lines) and recorded in docs/policy-server.md. What is asserted is the stock behaviour
+# (measured on policy-server 1.36): no answer before the client gives up, and an unrelated
+# lookup waiting too, until the registry lets go.
 
 bats_require_minimum_version 1.5.0
 
@@ -81,28 +82,7 @@ note() { echo "# $*" >&3; }
   [ "$(accepted_connections "${REG_BLACKHOLE##*:}")" -eq "$BLACKHOLE_BASELINE" ]
 }
 
-@test "a server with the upstream series, without lookupRegistries: the policy's own warning within --policy-timeout, and other lookups go on" {
-  ps_bounds_host_calls || skip "the stock server: see the next test (a server built from upstream/oci-lookups runs this one)"
-  port=${REG_BLACKHOLE##*:}
-  req=$(local_request pod-create.json "app=$REG_BLACKHOLE/team/app:1.4.2")
-  run -0 ps_validate clusterwide-open "$req"
-  note "no lookupRegistries, image on the hung registry: answered in $(ps_last_ms) ms (--policy-timeout 2)"
-  assert_allowed
-  assert_warning_contains "$REG_BLACKHOLE/team/app:1.4.2"
-  (($(ps_last_ms) < 2000)) || _fail_with "answered after $(ps_last_ms) ms, past the evaluation's time-out"
-  (($(accepted_connections "$port") > BLACKHOLE_BASELINE)) || _fail_with "the server never connected to the hung registry"
-
-  # meanwhile, a lookup on a healthy registry, not cached, is answered at once
-  other=$(local_request pod-create.json "app=$REG_ANON/library/busybox:1.36" sidecar.remove init-schema.remove)
-  run -0 ps_validate clusterwide-limited "$other"
-  note "meanwhile an unrelated request on a healthy registry: answered in $(ps_last_ms) ms"
-  assert_allowed
-  assert_warning_count 0
-  run ! grep -q 'exceeded the allowed execution time' "$PS_LOG"
-}
-
 @test "stock server without lookupRegistries: no answer before the webhook gives up, and every lookup waits until the registry lets go" {
-  ! ps_bounds_host_calls || skip "this server bounds host calls (upstream/oci-lookups): see the previous test"
   port=${REG_BLACKHOLE##*:}
   req=$(local_request pod-create.json "app=$REG_BLACKHOLE/team/app:1.4.2")
   run ps_post clusterwide-open "$req"

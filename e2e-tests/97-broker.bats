@@ -3,7 +3,7 @@
 # rewrites lookups that need a pod's pull secrets to the broker, which looks the real image up
 # with the namespace's secrets (read from the fake API server) the kubelet's way. Real
 # registries: htpasswd docker-registry, and the per-user fake for two credentials and a silent
-# registry. Skips loudly without ../shared/tools/policy-server (or $POLICY_SERVER).
+# registry. Skips loudly without a policy-server ($POLICY_SERVER, else on PATH).
 
 bats_require_minimum_version 1.5.0
 
@@ -88,7 +88,7 @@ setup() {
   load lib/per_user_registry
   load lib/broker
   policy_server_bin >/dev/null ||
-    skip "no policy-server (../shared/tools/policy-server or \$POLICY_SERVER): the broker suite needs the real one"
+    skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the broker suite needs the real one"
   [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=policy-host)"
 }
 

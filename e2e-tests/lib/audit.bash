@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Kubewarden's background audit, as the audit scanner does it (kubewarden-controller at
-# 3460bb719b3816ddf5eb958665282c9b9ce8ee29; ../shared/reference/audit-scanner.md). The scanner
-# is a Go program that cannot be built here; these helpers build its request and read its
-# answer the way it does:
+# Kubewarden's background audit, as the audit scanner does it (kubewarden-controller's
+# internal/audit-scanner, Kubewarden 1.36; docs/audit.md says what it sends). The scanner is a
+# Go program that needs a cluster; these helpers build its request and read its answer the
+# way it does:
 #
 #   audit_review REQUEST_FILE [JQ_EDIT]  the scanner's AdmissionReview for the object of an
 #                                        admission request: prints the new file's path

@@ -11,7 +11,7 @@
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
-# policy-server (../shared/tools/policy-server, or $POLICY_SERVER) is required; suites skip
+# policy-server ($POLICY_SERVER, else on PATH) is required; suites skip
 # loudly without it.
 
 # The caller credential the policy server holds for the broker (fake, fixed, so that the

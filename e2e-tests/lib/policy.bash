@@ -37,31 +37,6 @@ skip_on_kwctl() {
   if on_kwctl; then skip "test host only: $1"; fi
 }
 
-# kwctl_is_patched: true when $KWCTL is built with this project's upstream series
-# (upstream/oci-lookups, then upstream/kubewarden: a time-out on host lookups and
-# oci/v1/resolve_images; upstream/build.sh builds both), which it shows as
-# `kwctl run --host-lookup-timeout`.
-kwctl_is_patched() {
-  if [[ -z "${_KWCTL_PATCHED:-}" ]]; then
-    # asked once per test process: every policy_run on kwctl asks it
-    _KWCTL_PATCHED=no
-    if kwctl_exec run --help 2>/dev/null | grep -q -- '--host-lookup-timeout'; then _KWCTL_PATCHED=yes; fi
-  fi
-  [[ "$_KWCTL_PATCHED" == yes ]]
-}
-
-# skip_on_patched_kwctl REASON: skips a test of stock behaviour (a host without
-# oci/v1/resolve_images) on a kwctl built from upstream/kubewarden.
-skip_on_patched_kwctl() {
-  if on_kwctl && kwctl_is_patched; then skip "stock hosts only: $1"; fi
-}
-
-# skip_on_stock_kwctl REASON: like skip_on_kwctl, but a kwctl built from upstream/kubewarden
-# runs the test (the flags then map onto its own).
-skip_on_stock_kwctl() {
-  if on_kwctl && ! kwctl_is_patched; then skip "test host or patched kwctl only: $1"; fi
-}
-
 # kwctl_exec ARGS...: kwctl, isolated: its own HOME ($E2E_KWCTL_HOME), RUST_BACKTRACE unset
 # (kwctl would print backtraces into host errors), KUBECONFIG only when $KWCTL_KUBECONFIG names
 # one (else Kubernetes reads fail as on a host without a cluster).
@@ -125,11 +100,7 @@ _kwctl_run_command() {
         IFS=, read -ra caps <<<"$2"
         for cap in "${caps[@]}"; do args+=("--allowed-host-capabilities=$cap"); done
         shift 2 ;;
-      --enable-resolve-images) kwctl_is_patched || { echo "policy_run: stock kwctl has no oci/v1/resolve_images: the test must call skip_on_stock_kwctl" >&2; return 1; }
-        shift ;;
-      --oci-timeout-secs) kwctl_is_patched || { echo "policy_run: stock kwctl has no OCI time-out: the test must call skip_on_stock_kwctl" >&2; return 1; }
-        args+=(--host-lookup-timeout "$2"); shift 2 ;;
-      -m | --metadata-path | --host-capabilities=*)
+      -m | --metadata-path | --host-capabilities=* | --enable-resolve-images | --oci-timeout-secs)
         echo "policy_run: kwctl has no equivalent of $1: the test must call skip_on_kwctl" >&2
         return 1 ;;
       *) args+=("$1"); shift ;;
@@ -191,8 +162,8 @@ policy_run() {
 
 # _keep_recorded_session [HOST OPTIONS...]: appends the session the options had recorded to
 # the transcript: to policy-run.log, which every scan reads, and to redacting-sessions.log when
-# the host redacts pull secrets in what it records (the test host, a kwctl built from
-# upstream/kubewarden; stock kwctl records a Secret as the API server answered it).
+# the host redacts pull secrets in what it records (the test host does; kwctl records a Secret
+# as the API server answered it).
 _keep_recorded_session() {
   local session=""
   while (($#)); do
@@ -201,7 +172,7 @@ _keep_recorded_session() {
   done
   [[ -n "$session" && -s "$session" ]] || return 0
   cat "$session" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
-  if ! on_kwctl || kwctl_is_patched; then
+  if ! on_kwctl; then
     cat "$session" >>"$E2E_TRANSCRIPT_DIR/redacting-sessions.log"
   fi
 }

@@ -20,30 +20,21 @@
 # The answers are AdmissionResponses, so lib/policy.bash's assertions (assert_allowed,
 # assert_message_contains, assert_warning_contains, assert_patch_is, ...) apply to them.
 
-# policy_server_bin: the policy-server of this run: $POLICY_SERVER, else the project's shared
-# tools directory beside the repository (../shared/tools/policy-server). Prints nothing and
+# policy_server_bin: the policy-server of this run, as a Kubewarden user installs it:
+# $POLICY_SERVER, else `policy-server` on PATH. Prints its absolute path; prints nothing and
 # fails when there is none.
 policy_server_bin() {
-  local bin="${POLICY_SERVER:-$REPO_ROOT/../shared/tools/policy-server}"
-  [[ -x "$bin" ]] || return 1
+  local bin="${POLICY_SERVER:-$(command -v policy-server || true)}"
+  [[ -n "$bin" && -x "$bin" ]] || return 1
   printf '%s\n' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 }
 
-# ps_bounds_host_calls: the policy-server of this run bounds host calls by the evaluation's
-# deadline (the upstream/oci-lookups series, recognised by its --host-lookup-timeout flag);
-# the stock 1.36 server does not.
-ps_bounds_host_calls() {
-  local bin
-  bin=$(policy_server_bin) || return 1
-  env -u RUST_BACKTRACE "$bin" --help 2>/dev/null | grep -q -- '--host-lookup-timeout'
-}
-
 # ps_skip_reason: why the policy-server scenarios cannot run here, or nothing when they can.
-# A missing binary is a skip even under CI=true (a fresh clone has no ../shared); a missing
+# A missing binary is a skip even under CI=true (a fresh machine has none); a missing
 # policy build is an error under CI=true, as for the other suites (require_host).
 ps_skip_reason() {
   if ! policy_server_bin >/dev/null; then
-    echo "SKIPPED: no policy-server binary (POLICY_SERVER='${POLICY_SERVER:-}', none at ../shared/tools/policy-server): the real policy-server suite did not run"
+    echo "SKIPPED: no policy-server (set POLICY_SERVER to a policy-server from Kubewarden's releases, or put one on PATH): the real policy-server suite did not run"
   fi
 }
 
@@ -226,17 +217,16 @@ assert_causes_are() {
 }
 
 # ps_push_policy WASM REF: annotates WASM with policy-metadata.yml and README.md and pushes it
-# to registry://REF, as Kubewarden distributes a policy: with kwctl ($KWCTL, else
-# ../shared/tools/kwctl), else with the test host's annotate and push (the same artifact, see
+# to registry://REF, as Kubewarden distributes a policy: with kwctl ($KWCTL, else kwctl on
+# PATH), else with the test host's annotate and push (the same artifact, see
 # 70-distribution.bats). Prints the tool it used; their logs go to $E2E_WORK/ps-push.log.
 ps_push_policy() {
-  local wasm=$1 ref=$2 kwctl="${KWCTL:-}" annotated log
+  local wasm=$1 ref=$2 kwctl="${KWCTL:-$(command -v kwctl || true)}" annotated log
   annotated="$(e2e_workdir)/ps-annotated-policy.wasm" log="$(e2e_workdir)/ps-push.log"
-  [[ -n "$kwctl" ]] || kwctl="$REPO_ROOT/../shared/tools/kwctl"
   local -a meta=(--metadata-path "$REPO_ROOT/policy-metadata.yml" --usage-path "$REPO_ROOT/README.md"
     --output-path "$annotated" "$wasm")
   local -a push=(push --sources-path "${PS_SOURCES:-$E2E_SOURCES}" "$annotated" "registry://$ref")
-  if [[ -x "$kwctl" ]]; then
+  if [[ -n "$kwctl" && -x "$kwctl" ]]; then
     { KWCTL=$kwctl kwctl_exec annotate "${meta[@]}" && KWCTL=$kwctl kwctl_exec "${push[@]}"; } >"$log" 2>&1 ||
       { cat "$log" >&2; return 1; }
     echo kwctl
