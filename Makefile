@@ -119,7 +119,7 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
-# Clippy over the native crates, tests included,
+# The provenance check (scripts/provenance.py); clippy over the native crates, tests included,
 # by compiling them (NATIVE_CARGO above: the build that `make test` then runs), and over the
 # wasm guests by `cargo clippy`; no function over 80 lines in any crate
 # (scripts/function-length.py); every build-only crate unoptimised
@@ -127,6 +127,11 @@ shell-syntax:
 # needs (scripts/writable-page.py); the GitHub workflows.
 .PHONY: lint
 lint:
+	@# Only what this project wrote: no patch, bytecode or binary tracked, no engine read from
+	@# beside the clone, no script that fetches or builds another project (the checker's own
+	@# tests first).
+	python3 scripts/test_provenance.py
+	python3 scripts/provenance.py
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
