@@ -119,12 +119,14 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
-# The provenance check (scripts/provenance.py); clippy over the native crates, tests included,
+# The provenance check (scripts/provenance.py) and commit subjects; clippy over the native crates, tests included,
 # by compiling them (NATIVE_CARGO above: the build that `make test` then runs), and over the
 # wasm guests by `cargo clippy`; no function over 80 lines in any crate
 # (scripts/function-length.py); every build-only crate unoptimised
 # (scripts/build-only-packages.py); the policy's writable statics on as few pages as their size
 # needs (scripts/writable-page.py); the GitHub workflows.
+# The last commit before the project's subject rule (CONTRIBUTING.md, "Commits").
+COMMIT_BASE := b1e9a07a8383dfafa0f79d58e786dcafb290d785
 .PHONY: lint
 lint:
 	@# Only what this project wrote: no patch, bytecode or binary tracked, no engine read from
@@ -132,6 +134,9 @@ lint:
 	@# tests first).
 	python3 scripts/test_provenance.py
 	python3 scripts/provenance.py
+	@# Commit subjects after COMMIT_BASE read `area: what changed` in at most 72 characters.
+	python3 scripts/test_commit_subjects.py
+	python3 scripts/commit-subjects.py $(COMMIT_BASE)
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
