@@ -17,7 +17,7 @@
 CLIPPY_DRIVER := $(or $(shell rustup which clippy-driver 2>/dev/null),$(shell command -v clippy-driver 2>/dev/null))
 NATIVE_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
 WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml e2e-tests/host/Cargo.toml)
-SOURCE_FILES := $(shell find src crates/broker-reference/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
+SOURCE_FILES := $(shell find src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
 NATIVE_SOURCES := $(shell find src crates broker/src e2e-tests/host/src -type f -name '*.rs') $(WORKSPACE_FILES)
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
 HOST := target/debug/policy-host

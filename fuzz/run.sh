@@ -15,7 +15,7 @@ fuzz=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(reference docker_config keyring settings validate)
+((${#targets[@]})) || targets=(reference docker_config keyring settings validate json_extent)
 # Its own target directory: RUSTC_BOOTSTRAP re-runs the build scripts that probe for nightly
 # features (proc-macro2, anyhow, …), which would otherwise invalidate the workspace's
 # target/debug for the next `cargo build` or `cargo test`.

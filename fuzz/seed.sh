@@ -6,7 +6,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 corpus="$root/fuzz/corpus"
-mkdir -p "$corpus"/{reference,docker_config,keyring,settings,validate}
+mkdir -p "$corpus"/{reference,docker_config,keyring,settings,validate,json_extent}
 
 # seed TARGET: stores stdin as one seed of TARGET.
 seed() {
@@ -90,3 +90,13 @@ for file in "$corpus"/reference/seed-*; do
 done
 printf '%s\n' "$images" | head -c 2000 | seed keyring
 printf '\1\0\0\0registry.example.com\0\0\0\4user\1\1\1\0registry.example.com/team/app' | seed keyring
+
+# json_extent: every scenario's settings and every request as they are, and a few texts that
+# walk the scanner's edges (escapes, nesting, a value followed by more text); the first byte
+# also cuts the input in two for the byte comparison.
+for file in "${scenarios[@]}" "${requests[@]}"; do
+  seed json_extent <"$file"
+done
+printf '%s' '["a\\", "\"", {"k": [[], {}]}, 1.5e3, null, "\u00e9"]' | seed json_extent
+printf '%s' ' {"x": "}]"} trailing' | seed json_extent
+printf '%s' 'abcdefghijklmnopabcdefghijklmnoq' | seed json_extent

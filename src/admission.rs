@@ -5,11 +5,11 @@
 
 use serde::{Deserialize, Deserializer};
 
-use crate::json_extent::{
+use crate::settings::{Settings, SettingsError};
+use json_extent::{
     ascii_text, string_field, string_or_default, struct_members, struct_members_at, ExtentError,
     Scanner,
 };
-use crate::settings::{Settings, SettingsError};
 
 use crate::object::{Metadata, Object};
 

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::json_extent::Scanner;
+use json_extent::Scanner;
 
 /// Which lookups go through the broker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -34,11 +34,9 @@
 
 // Shared vocabulary: leaves that every step may name.
 pub mod action;
-pub mod compare;
 pub mod failure;
 pub mod field_error;
 pub mod globs;
-pub mod json_extent;
 pub mod object;
 pub mod platform;
 pub mod reference;

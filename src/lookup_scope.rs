@@ -11,8 +11,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::Glob;
-use crate::json_extent::{each_plain_string, each_plain_string_starting, has_string};
 use crate::reference::ImageReference;
+use json_extent::{each_plain_string, each_plain_string_starting, has_string};
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local
 /// (cloud metadata endpoints such as 169.254.169.254 live there) and the unspecified addresses.

@@ -13,8 +13,8 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::field_error::FieldError;
-use crate::json_extent::{ExtentError, Scanner};
 use crate::reference::{ImageReference, ReferenceError};
+use json_extent::{ExtentError, Scanner};
 
 /// Which references a mirror serves (`pull-from-mirror` in registries.conf).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

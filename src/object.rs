@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::json_extent::{
+use json_extent::{
     list_elements, object_members, string_or_null, struct_members, ExtentError, Scanner,
 };
 

@@ -15,15 +15,13 @@ use crate::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::failure::{Failure, FailureKind};
 use crate::field_error::FieldError;
 use crate::globs::{self, Glob};
-use crate::json_extent::{
-    each_plain_string_starting, has_string, string_list, ExtentError, Scanner,
-};
 use crate::lookup_scope::{LookupScope, Scope};
 use crate::mirrors::{Location, Mirrors, RegistryRule};
 use crate::platforms::Requirement;
 use crate::reference::ImageReference;
 use crate::short_names::{ShortNameRules, ShortNames};
 use crate::ui_form;
+use json_extent::{each_plain_string_starting, has_string, string_list, ExtentError, Scanner};
 
 /// One action per failure class, keyed by [`FailureKind`]'s setting keys; a kind the operator
 /// does not name gets its [default](FailureKind::default_action), which rejects only what is

@@ -8,11 +8,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::json_extent::{
-    self, list_elements, struct_members, struct_members_at, Scanner, REFUSED,
-};
 use crate::reference::ImageReference;
 use crate::scheduling::{LazyJson, Placement};
+use json_extent::{self, list_elements, struct_members, struct_members_at, Scanner, REFUSED};
 
 /// The kinds whose pods the kubelet will start, and so whose images must be pullable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

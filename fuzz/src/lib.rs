@@ -4,6 +4,7 @@
 //! instrumented build of its own.
 
 pub mod docker_config;
+pub mod json_extent;
 pub mod keyring;
 pub mod reference;
 pub mod settings;
@@ -13,10 +14,11 @@ pub mod validate;
 pub type Target = fn(&[u8]);
 
 /// Every target by the name of its corpus directory (`fuzz/corpus/<name>`, `fuzz/seed.sh`).
-pub const TARGETS: [(&str, Target); 5] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("reference", reference::run),
     ("docker_config", docker_config::run),
     ("keyring", keyring::run),
     ("settings", settings::run),
     ("validate", validate::run),
+    ("json_extent", json_extent::run),
 ];

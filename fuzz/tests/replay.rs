@@ -19,7 +19,7 @@ fn fuzz_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs `fuzz/seed.sh` once per test process (it is idempotent; the five tests share it).
+/// Runs `fuzz/seed.sh` once per test process (it is idempotent; the tests share it).
 fn seeded() -> &'static Result<(), String> {
     static SEEDED: OnceLock<Result<(), String>> = OnceLock::new();
     SEEDED.get_or_init(|| {
@@ -243,4 +243,9 @@ fn a_failure_names_and_saves_its_input() {
     assert_eq!(std::fs::read(path).expect("the saved input"), b"an x");
     std::fs::remove_dir_all(fuzz_dir().join("artifacts").join("self-test")).ok();
     assert_eq!(run_one("self-test", panics_on_x, b"fine", "y"), Ok(()));
+}
+
+#[test]
+fn json_extent() {
+    replay("json_extent");
 }

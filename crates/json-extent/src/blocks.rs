@@ -240,7 +240,7 @@ pub(super) fn has_string(bytes: &[u8], needle: &[u8]) -> Option<bool> {
 /// The text of `bytes` when they are all ASCII, checked a block at a time where the standard
 /// library's check takes a word; `None` for any other byte, which the standard check then
 /// reads.
-pub(crate) fn ascii_text(bytes: &[u8]) -> Option<&str> {
+pub fn ascii_text(bytes: &[u8]) -> Option<&str> {
     let mut high = 0;
     let mut blocks = bytes.chunks_exact(BLOCK);
     for block in &mut blocks {

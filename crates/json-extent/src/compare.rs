@@ -1,10 +1,9 @@
 //! Byte comparison eight bytes a step. Every `==` between strings and every ordered map of
 //! strings ends in C's `memcmp`, which wasi-libc compares a byte at a time; in the wasm build
 //! [`compare`] is the module's `memcmp` instead (the linker takes a symbol the program defines
-//! before it looks in libc): with ten images a request runs 7 % fewer instructions
-//! (bench/results/2026-12-05-settings-floor.md). Rust exports every `#[no_mangle]` function of
-//! a `cdylib`, so the module also exports `memcmp`; no host calls it. It is never inlined: a
-//! call with a constant length is one the compiler expands into loads and compares itself.
+//! before it looks in libc). Rust exports every `#[no_mangle]` function of a `cdylib`, so the
+//! policy's module also exports `memcmp`; no host calls it. It is never inlined: a call with a
+//! constant length is one the compiler expands into loads and compares itself.
 
 /// `memcmp` of the first `min(a.len(), b.len())` bytes of `a` and `b`: negative, zero or
 /// positive as `a` orders before, with or after `b`, bytes compared as unsigned.

@@ -1,9 +1,12 @@
-//! Where a JSON value ends, found without parsing it. Policy-server 1.36 hands the policy its
-//! settings inside every request's payload, on a fresh instance, so a request that reads the
-//! settings with serde pays for every byte of them (about 13 wasm instructions a byte, whatever
-//! it keeps). A request needs few of them: this finds the members' extents sixty-four bytes
-//! at a time ([`blocks`]), and serde then parses only the members a request reads; some
-//! questions (is this namespace listed, may this string match) are answered from the text.
+//! Where a JSON value ends, found without parsing it, and a byte comparison a word at a time:
+//! the code of resolvable-images-policy that needs `unsafe` (WebAssembly SIMD loads, `memcmp`)
+//! lives in this crate alone, so that the policy crate can `forbid(unsafe_code)`.
+//!
+//! The policy server hands the policy its settings inside every request's payload, on a fresh
+//! instance, so a request that reads the settings with serde pays for every byte of them. A
+//! request needs few of them: [`Scanner`] finds the members' extents sixty-four bytes at a
+//! time, and serde then parses only the members a request reads; some questions (is this
+//! namespace listed, may this string match) are answered from the text.
 //!
 //! The scanner trusts what the host serialised: walking an object's members or a list's
 //! elements it checks their punctuation; skipping a value it checks only what finding its end
@@ -16,8 +19,9 @@
 use std::borrow::Cow;
 
 mod blocks;
+pub mod compare;
 
-pub(crate) use blocks::ascii_text;
+pub use blocks::ascii_text;
 use blocks::quote_or_backslash;
 
 /// Text that is not the JSON the scanner expected, at a byte offset.
