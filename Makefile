@@ -17,14 +17,14 @@
 CLIPPY_DRIVER := $(or $(shell rustup which clippy-driver 2>/dev/null),$(shell command -v clippy-driver 2>/dev/null))
 NATIVE_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
 WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml e2e-tests/host/Cargo.toml)
-SOURCE_FILES := $(shell find src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
+SOURCE_FILES := $(shell find src wasm/src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
 NATIVE_SOURCES := $(shell find src crates broker/src e2e-tests/host/src -type f -name '*.rs') $(WORKSPACE_FILES)
-WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_policy.wasm
+WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_wasm.wasm
 HOST := target/debug/policy-host
 # The lookup broker (broker/, docs/broker.md).
 BROKER := target/debug/resolvable-images-broker
 # The guests that only build for wasm32-wasip1, linted with the policy.
-WASM_PACKAGES := -p resolvable-images-policy -p probe-guest -p accept-all -p probe
+WASM_PACKAGES := -p resolvable-images-policy -p resolvable-images-wasm -p probe-guest -p accept-all -p probe
 # Kubewarden's own engine, as a user installs it from Kubewarden's releases: $KWCTL and
 # $POLICY_SERVER from the environment (or `make KWCTL=…`), else `kwctl` and `policy-server` on
 # PATH. Empty when none is found: the suites that need one then skip, saying how to provide it.
@@ -46,7 +46,7 @@ all: annotated-policy.wasm
 
 # The raw policy module, optimised for size when binaryen's wasm-opt is installed.
 policy.wasm: $(SOURCE_FILES)
-	cargo build -p resolvable-images-policy --target wasm32-wasip1 --release
+	cargo build -p resolvable-images-wasm --target wasm32-wasip1 --release
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(WASM_BUILD) -o policy.wasm
 else

@@ -41,7 +41,7 @@ cd "$ROOT"
 ITERATIONS=${BENCH_ITERATIONS:-200}
 REPEATS=${BENCH_REPEATS:-10}
 OUT=${BENCH_OUT:-$ROOT/target/bench}
-RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm
+RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_wasm.wasm
 POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
 PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}

@@ -4,7 +4,7 @@ more 4 KiB pages than their size needs.
 
 Why: a fresh instance reads each writable page before writing it, and the kernel then copies
 the page and interrupts the policy server's other CPUs to flush their TLBs, once per page and
-request. `WRITABLE_PAGE` (src/lib.rs) is a never-touched, page-aligned static placed first
+request. `WRITABLE_PAGE` (wasm/src/lib.rs) is a never-touched, page-aligned static placed first
 among the writable statics so that the others start on a page boundary; a dependency linked
 before it, or writable statics outgrowing a page, would bring the extra interrupt back
 silently (bench/results/2026-12-05-request-read-by-scanner.md measured it: about 10 % of a
@@ -29,7 +29,7 @@ def link_with_map():
     """Builds the policy's wasm module, writing the linker's map to MAP."""
     os.makedirs(TARGET_DIR, exist_ok=True)
     subprocess.run(
-        ["cargo", "rustc", "-q", "-p", "resolvable-images-policy", "--lib",
+        ["cargo", "rustc", "-q", "-p", "resolvable-images-wasm", "--lib",
          "--target", "wasm32-wasip1", "--release", "--",
          "-C", f"link-arg=--Map={MAP}"],
         check=True, env={**os.environ, "CARGO_TARGET_DIR": TARGET_DIR})
@@ -57,7 +57,7 @@ def main():
     first = re.search(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\S*\(\.data\.(\S+)\)", text,
                       re.MULTILINE)
     if not first or "WRITABLE_PAGE" not in first.group(3) or int(first.group(1), 16) != data:
-        sys.exit("writable-page: WRITABLE_PAGE (src/lib.rs) is not the first writable static: "
+        sys.exit("writable-page: WRITABLE_PAGE (wasm/src/lib.rs) is not the first writable static: "
                  f"{first.group(3) if first else 'none'} is")
     start = data + int(first.group(2), 16)
     end = bss + bss_size

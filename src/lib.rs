@@ -29,6 +29,8 @@
 //! - **decision**: the answer to the admission request ([`report::Decision`]).
 //! - **host error**: a failed host call, classified once from its text ([`host::HostError`]).
 
+#![forbid(unsafe_code)]
+
 // The modules, bottom-up: each depends only on those above it in this list
 // (`scripts/import-cycles.py`, run by `make check`, fails on any cycle between files).
 
@@ -85,7 +87,7 @@ pub mod judge;
 pub mod audit;
 pub mod report;
 
-// One request through the four steps; the `wasm32` entry points below call it.
+// One request through the four steps; the module's exports (`wasm/`) call it.
 pub mod evaluate;
 
 /// Builders of Secrets and base64 shared by the unit tests, `tests/` and `fuzz/` (the `testing`
@@ -95,46 +97,3 @@ pub use kubelet_credentials::testing;
 
 #[cfg(test)]
 mod fixtures;
-
-#[cfg(target_arch = "wasm32")]
-mod entry {
-    use std::sync::atomic::AtomicU8;
-
-    use kubewarden_policy_sdk::wapc_guest as guest;
-
-    /// A page of writable data no code touches, placed first among the module's writable
-    /// statics (this crate's objects come first), so that the others (ours, std's, the
-    /// dependencies', about 900 bytes) start on a page boundary and share one page. A fresh
-    /// instance first reads that page and then writes it: the kernel copies it and flushes the
-    /// TLBs of every CPU running the server (an IPI each), once per page. Where the writable
-    /// statics straddled two pages, as the read-only data's size left them, each request paid
-    /// that twice: on policy-server 1.36, with two workers, about 10 % of a one-image request's
-    /// CPU against the probe, whose statics fit in one page by chance
-    /// (bench/results/2026-12-05-request-read-by-scanner.md).
-    #[repr(C, align(4096))]
-    struct WritablePage(AtomicU8);
-
-    #[used]
-    static WRITABLE_PAGE: WritablePage = WritablePage(AtomicU8::new(1));
-
-    #[no_mangle]
-    pub extern "C" fn wapc_init() {
-        guest::register_function("validate", validate);
-        guest::register_function("validate_settings", validate_settings);
-        guest::register_function(
-            "protocol_version",
-            kubewarden_policy_sdk::protocol_version_guest,
-        );
-    }
-
-    fn validate(payload: &[u8]) -> guest::CallResult {
-        Ok(crate::evaluate::validate_payload(
-            payload,
-            &crate::host::WapcHost,
-        ))
-    }
-
-    fn validate_settings(payload: &[u8]) -> guest::CallResult {
-        Ok(crate::settings::validate_settings_payload(payload))
-    }
-}

@@ -8,7 +8,7 @@ FIXTURES_DIR="$REPO_ROOT/tests/fixtures/requests"
 SCENARIOS_DIR="$E2E_DIR/scenarios"
 SESSIONS_DIR="$E2E_DIR/sessions"
 POLICY_HOST="${POLICY_HOST:-$REPO_ROOT/target/debug/policy-host}"
-POLICY_WASM="${POLICY_WASM:-$REPO_ROOT/target/wasm32-wasip1/release/resolvable_images_policy.wasm}"
+POLICY_WASM="${POLICY_WASM:-$REPO_ROOT/target/wasm32-wasip1/release/resolvable_images_wasm.wasm}"
 export E2E_DIR REPO_ROOT FIXTURES_DIR SCENARIOS_DIR SESSIONS_DIR POLICY_HOST POLICY_WASM
 # The host that evaluates the policy: `policy-host` (default), the test host above, or
 # `kwctl`, the real Kubewarden CLI at $KWCTL, run with its own HOME (store, wasmtime cache).
