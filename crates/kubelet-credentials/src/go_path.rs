@@ -11,7 +11,7 @@ pub(super) fn path_match(mut pattern: &[u8], mut name: &[u8]) -> Result<bool, Ba
         let (star, chunk, rest) = scan_chunk(pattern);
         pattern = rest;
         if star && chunk.is_empty() {
-            // A trailing `*` matches the rest of the name unless it has a `/`.
+            // Stars end the pattern: they take whatever is left, short of a `/`.
             return Ok(!name.contains(&b'/'));
         }
         if let Some(rest) = match_chunk(chunk, name)? {
@@ -32,7 +32,8 @@ pub(super) fn path_match(mut pattern: &[u8], mut name: &[u8]) -> Result<bool, Ba
                 i += 1;
             }
         }
-        // No match; the rest of the pattern must still be well formed.
+        // A mismatch is only `false` when the unread pattern is well formed: Go reports a
+        // bad class anywhere in it, whatever the name.
         while !pattern.is_empty() {
             let (_, chunk, rest) = scan_chunk(pattern);
             pattern = rest;
@@ -67,7 +68,8 @@ fn scan_chunk(mut pattern: &[u8]) -> (bool, &[u8], &[u8]) {
 
 /// `matchChunk`: matches a star-free chunk at the start of `s`, returning what is left.
 fn match_chunk<'a>(mut chunk: &[u8], mut s: &'a [u8]) -> Result<Option<&'a [u8]>, BadPattern> {
-    // After a mismatch the chunk is still read through, to report malformed patterns.
+    // Once the name fails, parsing goes on without it: a bad class later in the chunk is
+    // still an error.
     let mut failed = false;
     while let Some(&c) = chunk.first() {
         if !failed && s.is_empty() {
@@ -179,21 +181,31 @@ mod tests {
 
     #[test]
     fn globs_follow_go_path_match() {
-        let cases: [(&str, &str, Result<bool, BadPattern>); 14] = [
-            ("*", "anything", Ok(true)),
-            ("a*c", "abbbc", Ok(true)),
-            ("a*c", "abbbd", Ok(false)),
-            ("a?c", "abc", Ok(true)),
-            ("a?c", "ac", Ok(false)),
-            ("[a-c]x", "bx", Ok(true)),
-            ("[^a-c]x", "bx", Ok(false)),
-            ("[^a-c]x", "dx", Ok(true)),
-            ("\\*", "*", Ok(true)),
-            ("\\*", "a", Ok(false)),
-            ("[", "a", Err(BadPattern)),
-            ("a[", "b", Err(BadPattern)),
-            ("\\", "a", Err(BadPattern)),
-            ("[]a]", "]", Err(BadPattern)),
+        let cases: [(&str, &str, Result<bool, BadPattern>); 18] = [
+            // `*` takes any run of characters, including none.
+            ("*", "registry", Ok(true)),
+            ("*", "", Ok(true)),
+            ("reg*", "reg", Ok(true)),
+            ("reg*try", "registry", Ok(true)),
+            ("reg*try", "regentry-eu", Ok(false)),
+            // `?` takes exactly one character.
+            ("reg?", "reg1", Ok(true)),
+            ("reg?", "reg", Ok(false)),
+            // A class takes one character in (or, with `^`, out of) its ranges.
+            ("eu[0-9]", "eu4", Ok(true)),
+            ("eu[0-9]", "eux", Ok(false)),
+            ("eu[^0-9]", "eu4", Ok(false)),
+            ("eu[^0-9]", "eux", Ok(true)),
+            // `\` makes the next character literal.
+            ("team\\*", "team*", Ok(true)),
+            ("team\\*", "teams", Ok(false)),
+            // Malformed patterns fail whatever the name: an open class, a dangling escape, an
+            // empty class.
+            ("[", "r", Err(BadPattern)),
+            ("eu[0-", "eu4", Err(BadPattern)),
+            ("team\\", "team", Err(BadPattern)),
+            ("x[]]", "]", Err(BadPattern)),
+            ("reg*[", "registry", Err(BadPattern)),
         ];
         for (pattern, name, expected) in cases {
             assert_eq!(

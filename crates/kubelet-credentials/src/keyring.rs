@@ -96,7 +96,7 @@ impl Keyring {
 }
 
 /// Whether `image` is pulled from Docker Hub, judged by its name as `isDefaultRegistryMatch`.
-fn is_default_registry_match(image: &str) -> bool {
+pub(super) fn is_default_registry_match(image: &str) -> bool {
     let Some((first, _)) = image.split_once('/') else {
         return !image.is_empty();
     };
@@ -149,56 +149,107 @@ mod tests {
     use crate::testing::b64;
     use serde_json::json;
 
-    /// The fixture of the kubelet's keyring tests: one `.dockercfg` entry for `key`, user
-    /// foo, password bar, with an email.
-    fn foo_bar_keyring(key: &str) -> Keyring {
-        let payload = json!({key: {"email": "foo@bar.baz", "auth": b64("foo:bar")}});
-        keyring_of(&[dockercfg(&payload.to_string())])
+    /// The one credential of [`one_key`] keyrings.
+    fn bot() -> Credential {
+        Credential::new("team-a-bot", "pull-token")
     }
 
-    // keyring_test.go: TestURLsMatch.
+    /// A keyring made from one `kubernetes.io/dockerconfigjson` secret whose only `auths` entry
+    /// is `key`, holding [`bot`] as an `auth` field: the whole path from secret to keyring.
+    fn one_key(key: &str) -> Keyring {
+        let auth = b64("team-a-bot:pull-token");
+        keyring_of(&[config_json(
+            &json!({"auths": {key: {"auth": auth}}}).to_string(),
+        )])
+    }
+
+    /// A keyring with one credential per key, named after its key, added in the given order.
+    fn named_keys(keys: &[&str]) -> Keyring {
+        let mut keyring = Keyring::new();
+        for key in keys {
+            keyring.add(key, Credential::new(*key, "pw"));
+        }
+        keyring
+    }
+
+    /// The usernames `lookup` gives for `image`, in order.
+    fn usernames(keyring: &Keyring, image: &str) -> Vec<String> {
+        let found = keyring.lookup(image);
+        found.iter().map(|c| c.username().to_owned()).collect()
+    }
+
+    /// The keys a keyring files its credentials under, in lookup order.
+    fn stored_keys(keyring: &Keyring) -> Vec<String> {
+        let keys = keyring.creds.keys().rev();
+        keys.map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect()
+    }
+
     #[test]
-    fn urls_match() {
+    fn add_files_each_key_under_host_and_path() {
         let cases = [
-            // match when there is no path component
-            ("*.kubernetes.io", "prefix.kubernetes.io", true),
-            ("prefix.*.io", "prefix.kubernetes.io", true),
-            ("prefix.kubernetes.*", "prefix.kubernetes.io", true),
-            ("*-good.kubernetes.io", "prefix-good.kubernetes.io", true),
-            // match with path components
-            ("*.kubernetes.io/blah", "prefix.kubernetes.io/blah", true),
-            ("prefix.*.io/foo", "prefix.kubernetes.io/foo/bar", true),
-            // match with path components and ports
+            // Without a scheme, `https://` is assumed; either scheme is dropped from the key.
+            ("registry.example.test", "registry.example.test"),
+            ("https://registry.example.test", "registry.example.test"),
+            ("http://registry.example.test", "registry.example.test"),
+            // A bare `/` path is no path.
+            ("registry.example.test/", "registry.example.test"),
+            // `/v1/` and `/v2/` are API prefixes, not part of the repository path.
+            ("https://registry.example.test/v2/", "registry.example.test"),
+            ("registry.example.test/v1/", "registry.example.test"),
             (
-                "*.kubernetes.io:1111/blah",
-                "prefix.kubernetes.io:1111/blah",
-                true,
+                "registry.example.test/v1/team-a",
+                "registry.example.test/team-a",
             ),
             (
-                "prefix.*.io:1111/foo",
-                "prefix.kubernetes.io:1111/foo/bar",
-                true,
+                "https://registry.example.test/v2/team-a/app",
+                "registry.example.test/team-a/app",
             ),
-            // no match when number of parts mismatch
-            ("*.kubernetes.io", "kubernetes.io", false),
-            ("*.*.kubernetes.io", "prefix.kubernetes.io", false),
-            ("*.*.kubernetes.io", "kubernetes.io", false),
-            // no match when some parts mismatch
-            ("kubernetes.io", "kubernetes.com", false),
-            ("k*.io", "quay.io", false),
-            // no match when ports mismatch
+            // Only those two, and only with the slash after them.
+            ("registry.example.test/v3/", "registry.example.test/v3/"),
+            ("registry.example.test/v2", "registry.example.test/v2"),
             (
-                "*.kubernetes.io:1234/blah",
-                "prefix.kubernetes.io:1111/blah",
-                false,
+                "registry.example.test/v2team",
+                "registry.example.test/v2team",
+            ),
+            // The port stays in the key, and so does a trailing slash after a path.
+            (
+                "registry.example.test:5000/team-a",
+                "registry.example.test:5000/team-a",
             ),
             (
-                "prefix.*.io/foo",
-                "prefix.kubernetes.io:1111/foo/bar",
-                false,
+                "registry.example.test/team-a/",
+                "registry.example.test/team-a/",
             ),
+            // What `kubectl create secret docker-registry` writes for Docker Hub.
+            ("https://index.docker.io/v1/", "index.docker.io"),
         ];
-        for (glob, target, expected) in cases {
+        for (configured, stored) in cases {
+            assert_eq!(stored_keys(&one_key(configured)), [stored], "{configured}");
+        }
+    }
+
+    #[test]
+    fn spellings_of_one_key_share_its_entry_in_insertion_order() {
+        let keyring = named_keys(&[
+            "https://registry.example.test/v2/",
+            "registry.example.test",
+            "http://registry.example.test/",
+        ]);
+        assert_eq!(stored_keys(&keyring), ["registry.example.test"]);
+        assert_eq!(
+            usernames(&keyring, "registry.example.test/team-a/app"),
+            [
+                "https://registry.example.test/v2/",
+                "registry.example.test",
+                "http://registry.example.test/",
+            ]
+        );
+    }
+
+    /// Checks `urls_match_str` on `(key, image, matches)` cases.
+    fn assert_urls_match(cases: &[(&str, &str, bool)]) {
+        for &(glob, target, expected) in cases {
             assert_eq!(
                 urls_match_str(glob.as_bytes(), target.as_bytes()),
                 expected,
@@ -207,177 +258,336 @@ mod tests {
         }
     }
 
-    // keyring_test.go: TestDockerKeyringForGlob.
     #[test]
-    fn docker_keyring_for_glob() {
+    fn urls_match_labels_one_by_one() {
+        assert_urls_match(&[
+            // The same host; an empty key path is a prefix of every image path.
+            ("registry.example.test", "registry.example.test", true),
+            (
+                "registry.example.test",
+                "registry.example.test/team-a/app",
+                true,
+            ),
+            // Every label must match its counterpart.
+            ("registry.example.test", "registry.example.org/app", false),
+            ("registry.example.test", "mirror.example.test/app", false),
+            ("r*.example.test", "mirror.example.test/app", false),
+            // Hosts are compared as written, not lowercased.
+            ("Registry.example.test", "registry.example.test/app", false),
+        ]);
+    }
+
+    #[test]
+    fn urls_match_globs_within_a_label() {
+        assert_urls_match(&[
+            // `*` may stand for a whole label...
+            ("*.example.test", "registry.example.test/app", true),
+            ("registry.*.test", "registry.example.test/app", true),
+            ("registry.example.*", "registry.example.test/app", true),
+            ("*.*.example.test", "eu.registry.example.test/app", true),
+            ("*", "localhost/app", true),
+            // ...or for part of one; `[...]` is one character of a class.
+            ("reg-*.example.test", "reg-eu.example.test/app", true),
+            ("reg-*.example.test", "mirror-eu.example.test/app", false),
+            ("reg[0-9].example.test", "reg7.example.test/app", true),
+            ("reg[^0-9].example.test", "reg7.example.test/app", false),
+            // `?` never reaches the glob: both sides are read as URLs first, where it starts
+            // the query, so this key is the one-label host `reg`.
+            ("reg?.example.test", "reg1.example.test/app", false),
+            ("reg?.example.test", "reg/app", true),
+            // A malformed glob matches nothing, not even its own text.
+            ("reg[.example.test", "reg[.example.test/app", false),
+        ]);
+    }
+
+    #[test]
+    fn urls_match_needs_as_many_labels() {
+        // A glob never spans a dot.
+        assert_urls_match(&[
+            ("*.example.test", "example.test/app", false),
+            ("*.example.test", "eu.registry.example.test/app", false),
+            ("*.*.example.test", "registry.example.test/app", false),
+            ("*", "registry.example.test/app", false),
+        ]);
+    }
+
+    #[test]
+    fn urls_match_needs_equal_ports() {
+        // Both absent counts as equal; no port is implied by the scheme.
+        let host = "registry.example.test";
+        assert_urls_match(&[
+            (
+                "registry.example.test:5000",
+                "registry.example.test:5000/app",
+                true,
+            ),
+            (
+                "*.example.test:5000",
+                "registry.example.test:5000/app",
+                true,
+            ),
+            (
+                "registry.example.test:5000",
+                "registry.example.test:5001/app",
+                false,
+            ),
+            (host, "registry.example.test:5000/app", false),
+            (
+                "registry.example.test:5000",
+                "registry.example.test/app",
+                false,
+            ),
+            (
+                "registry.example.test:443",
+                "registry.example.test/app",
+                false,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn urls_match_needs_the_key_path_as_a_string_prefix() {
+        // Not a glob, and not whole segments.
+        let key = "registry.example.test/team-a";
+        let wide = "*.example.test:5000/team-a";
+        assert_urls_match(&[
+            (key, "registry.example.test/team-a", true),
+            (key, "registry.example.test/team-a/app", true),
+            (key, "registry.example.test/team-ab/app", true),
+            (key, "registry.example.test/team-b/app", false),
+            (key, "registry.example.test", false),
+            (
+                "registry.example.test/team-a/app",
+                "registry.example.test/team-a",
+                false,
+            ),
+            (
+                "registry.example.test/team-*",
+                "registry.example.test/team-a/app",
+                false,
+            ),
+            (wide, "registry.example.test:5000/team-a/app", true),
+            (wide, "registry.example.test:5000/team-b/app", false),
+        ]);
+    }
+
+    #[test]
+    fn configured_keys_hit_the_images_their_rules_cover() {
         let cases = [
-            ("https://hello.kubernetes.io", "hello.kubernetes.io"),
-            ("https://*.docker.io", "prefix.docker.io"),
-            ("https://prefix.*.io", "prefix.docker.io"),
-            ("https://prefix.docker.*", "prefix.docker.io"),
-            ("https://*.docker.io/path", "prefix.docker.io/path"),
-            ("https://prefix.*.io/path", "prefix.docker.io/path/subpath"),
-            ("https://prefix.docker.*/path", "prefix.docker.io/path"),
-            ("https://*.docker.io:8888", "prefix.docker.io:8888"),
-            ("https://prefix.*.io:8888", "prefix.docker.io:8888"),
-            ("https://prefix.docker.*:8888", "prefix.docker.io:8888"),
             (
-                "https://*.docker.io/path:1111",
-                "prefix.docker.io/path:1111",
+                "https://registry.example.test",
+                "registry.example.test/team-a/app",
             ),
-            ("https://*.docker.io/v1/", "prefix.docker.io/path:1111"),
-            ("https://*.docker.io/v2/", "prefix.docker.io/path:1111"),
             (
-                "https://prefix.docker.*/path:1111",
-                "prefix.docker.io/path:1111",
+                "http://registry.example.test",
+                "registry.example.test/team-a/app",
             ),
-            ("prefix.docker.io:1111", "prefix.docker.io:1111/path"),
-            ("*.docker.io:1111", "prefix.docker.io:1111/path"),
+            ("registry.example.test/", "registry.example.test/team-a/app"),
+            (
+                "https://registry.example.test/v2/",
+                "registry.example.test/team-a/app",
+            ),
+            (
+                "https://registry.example.test/v1/team-a",
+                "registry.example.test/team-a/app",
+            ),
+            ("https://*.example.test", "mirror.example.test/team-a/app"),
+            (
+                "https://registry.*.test",
+                "registry.example.test/team-a/app",
+            ),
+            (
+                "https://registry.example.*",
+                "registry.example.test/team-a/app",
+            ),
+            (
+                "https://*.example.test/team-a",
+                "mirror.example.test/team-a/app",
+            ),
+            (
+                "https://registry.example.test:5000",
+                "registry.example.test:5000/team-a/app",
+            ),
+            (
+                "*.example.test:5000",
+                "registry.example.test:5000/team-a/app",
+            ),
+            (
+                "registry.example.test:5000/team-a/",
+                "registry.example.test:5000/team-a/app",
+            ),
         ];
-        for (glob, target) in cases {
-            let keyring = foo_bar_keyring(glob);
-            let found = keyring.lookup(&format!("{target}/foo/bar"));
+        for (key, image) in cases {
             assert_eq!(
-                owned(found),
-                vec![Credential::new("foo", "bar")],
-                "{glob} vs {target}"
+                owned(one_key(key).lookup(image)),
+                [bot()],
+                "{key} vs {image}"
             );
         }
     }
 
-    // keyring_test.go: TestKeyringMiss.
     #[test]
-    fn keyring_miss() {
+    fn configured_keys_miss_the_images_their_rules_exclude() {
         let cases = [
-            ("https://hello.kubernetes.io", "world.mesos.org/foo/bar"),
-            ("https://*.docker.com", "prefix.docker.io"),
-            ("https://suffix.*.io", "prefix.docker.io"),
-            ("https://prefix.docker.c*", "prefix.docker.io"),
             (
-                "https://prefix.*.io/path:1111",
-                "prefix.docker.io/path/subpath:1111",
+                "https://registry.example.test",
+                "registry.example.org/team-a/app",
             ),
-            ("suffix.*.io", "prefix.docker.io"),
+            ("https://*.example.org", "registry.example.test/team-a/app"),
+            ("https://mirror.*.test", "registry.example.test/team-a/app"),
+            ("registry.example.t?", "registry.example.test/team-a/app"),
+            ("*.example.test", "eu.registry.example.test/team-a/app"),
+            (
+                "registry.example.test:5000",
+                "registry.example.test/team-a/app",
+            ),
+            (
+                "registry.example.test",
+                "registry.example.test:5000/team-a/app",
+            ),
+            (
+                "https://registry.example.test/v2/team-b",
+                "registry.example.test/team-a/app",
+            ),
+            (
+                "registry.example.test/v3/team-a",
+                "registry.example.test/team-a/app",
+            ),
+            // The trailing slash makes the key's path longer than the image's.
+            (
+                "registry.example.test/team-a/",
+                "registry.example.test/team-a",
+            ),
         ];
-        for (glob, lookup) in cases {
-            let keyring = foo_bar_keyring(glob);
-            assert!(
-                keyring.lookup(&format!("{lookup}/foo/bar")).is_empty(),
-                "{glob} vs {lookup}"
-            );
+        for (key, image) in cases {
+            assert!(one_key(key).lookup(image).is_empty(), "{key} vs {image}");
         }
     }
 
-    // keyring_test.go: TestKeyringMissWithDockerHubCredentials.
     #[test]
-    fn keyring_miss_with_docker_hub_credentials() {
-        let keyring = foo_bar_keyring("https://index.docker.io/v1/");
-        assert!(keyring.lookup("world.mesos.org/foo/bar").is_empty());
-    }
-
-    // keyring_test.go: TestKeyringHitWithUnqualifiedDockerHub, with the name as written and as
-    // the kubelet passes it after normalisation.
-    #[test]
-    fn keyring_hit_with_unqualified_docker_hub() {
-        let keyring = foo_bar_keyring("https://index.docker.io/v1/");
-        for image in ["google/docker-registry", "docker.io/google/docker-registry"] {
-            assert_eq!(
-                owned(keyring.lookup(image)),
-                vec![Credential::new("foo", "bar")],
-                "{image}"
-            );
+    fn docker_hub_key_serves_docker_hub_images_by_fallback() {
+        let keyring = one_key("https://index.docker.io/v1/");
+        // `index.docker.io` has three labels, `docker.io` two: only the fallback reaches these.
+        for image in ["docker.io/library/busybox", "docker.io/team-a/app"] {
+            assert!(!urls_match_str(DEFAULT_REGISTRY_HOST, image.as_bytes()));
+            assert_eq!(owned(keyring.lookup(image)), [bot()], "{image}");
         }
     }
 
-    // keyring_test.go: TestKeyringHitWithUnqualifiedLibraryDockerHub.
     #[test]
-    fn keyring_hit_with_unqualified_library_docker_hub() {
-        let keyring = foo_bar_keyring("https://index.docker.io/v1/");
-        for image in ["jenkins", "docker.io/library/jenkins"] {
-            assert_eq!(
-                owned(keyring.lookup(image)),
-                vec![Credential::new("foo", "bar")],
-                "{image}"
-            );
+    fn docker_hub_key_serves_short_names_too() {
+        // Names as written in a pod, for callers that do not normalise first.
+        let keyring = one_key("https://index.docker.io/v1/");
+        for image in ["busybox", "team-a/app", "localhost/team-a/app"] {
+            assert_eq!(owned(keyring.lookup(image)), [bot()], "{image}");
         }
     }
 
-    // keyring_test.go: TestKeyringHitWithQualifiedDockerHub (the kubelet test looks up
-    // "index.docker.io/v1/" + "/google/docker-registry", a direct host match).
     #[test]
-    fn keyring_hit_with_qualified_docker_hub() {
-        let keyring = foo_bar_keyring("https://index.docker.io/v1/");
+    fn docker_hub_key_matches_its_own_host_directly() {
+        let keyring = one_key("https://index.docker.io/v1/");
+        assert!(urls_match_str(
+            DEFAULT_REGISTRY_HOST,
+            b"index.docker.io/team-a/app"
+        ));
+        assert_eq!(owned(keyring.lookup("index.docker.io/team-a/app")), [bot()]);
+    }
+
+    #[test]
+    fn docker_hub_key_does_not_serve_other_registries() {
+        let keyring = one_key("https://index.docker.io/v1/");
         for image in [
-            "index.docker.io/v1//google/docker-registry",
-            "index.docker.io/google/docker-registry",
-            "docker.io/google/docker-registry",
+            "registry.example.test/team-a/app",
+            "registry.example.test:5000/app",
+            "localhost:5000/app",
         ] {
-            assert_eq!(
-                owned(keyring.lookup(image)),
-                vec![Credential::new("foo", "bar")],
-                "{image}"
-            );
+            assert!(keyring.lookup(image).is_empty(), "{image}");
         }
     }
 
-    // keyring_test.go: TestIsDefaultRegistryMatch.
     #[test]
-    fn default_registry_match() {
+    fn docker_hub_fallback_only_when_no_key_matched() {
+        let keyring = named_keys(&["https://index.docker.io/v1/", "docker.io/team-a"]);
+        assert_eq!(
+            usernames(&keyring, "docker.io/team-a/app"),
+            ["docker.io/team-a"]
+        );
+        assert_eq!(
+            usernames(&keyring, "docker.io/team-b/app"),
+            ["https://index.docker.io/v1/"]
+        );
+        // Without an `index.docker.io` entry there is nothing to fall back to.
+        let without_hub = named_keys(&["docker.io/team-a"]);
+        assert!(without_hub.lookup("docker.io/team-b/app").is_empty());
+    }
+
+    #[test]
+    fn default_registry_is_judged_by_the_first_component() {
         let cases = [
-            ("foo/bar", true),
-            ("docker.io/foo/bar", true),
-            ("index.docker.io/foo/bar", true),
-            ("foo", true),
+            // No `/`: the whole string is a repository name on Docker Hub.
+            ("busybox", true),
+            ("registry.example.test", true),
+            // A first component without `.` or `:` is a namespace, not a host.
+            ("team-a/app", true),
+            ("localhost/team-a/app", true),
+            // Docker Hub's own names.
+            ("docker.io/library/busybox", true),
+            ("index.docker.io/team-a/app", true),
+            // Anything else with a `.` or a `:` is another registry.
+            ("registry.example.test/team-a/app", false),
+            ("registry:5000/team-a/app", false),
+            ("localhost:5000/app", false),
+            ("hub.docker.io/team-a/app", false),
+            ("docker.io.example.test/app", false),
+            // An empty first component is no name at all.
             ("", false),
-            ("registry.tld/foo/bar", false),
-            ("registry:5000/foo/bar", false),
-            ("myhostdocker.io/foo/bar", false),
-            ("/foo", false),
+            ("/team-a/app", false),
         ];
         for (image, expected) in cases {
             assert_eq!(is_default_registry_match(image), expected, "{image:?}");
         }
     }
 
-    // keyring_test.go: TestDockerKeyringLookup.
     #[test]
-    fn docker_keyring_lookup() {
-        let ada = Credential::new("ada", "smash");
-        let grace = Credential::new("grace", "squash");
-        let mut keyring = Keyring::new();
-        keyring.add("bar.example.com/pong", grace.clone());
-        keyring.add("bar.example.com", ada.clone());
-        let cases: [(&str, Vec<Credential>); 7] = [
-            // direct match
-            ("bar.example.com", vec![ada.clone()]),
-            // direct match deeper than other possible matches
-            ("bar.example.com/pong", vec![grace.clone(), ada.clone()]),
-            // no direct match, deeper path ignored
-            ("bar.example.com/ping", vec![ada.clone()]),
-            // match first part of path token
-            ("bar.example.com/pongz", vec![grace.clone(), ada.clone()]),
-            // match regardless of sub-path
+    fn lookup_tries_keys_in_reverse_sorted_order() {
+        let keyring = named_keys(&[
+            "*.example.test",
+            "registry.example.test/team-a",
+            "registry.example.test",
+            "r*.example.test",
+            "registry.example.test/team-a/app",
+        ]);
+        let host_wide = ["registry.example.test", "r*.example.test", "*.example.test"];
+        let team_a = ["registry.example.test/team-a"];
+        let app = [
+            "registry.example.test/team-a/app",
+            "registry.example.test/team-a",
+        ];
+        let cases: [(&str, Vec<&str>); 8] = [
+            // A longer path sorts after its own prefix, so reversed it comes first.
             (
-                "bar.example.com/pong/pang",
-                vec![grace.clone(), ada.clone()],
+                "registry.example.test/team-a/app",
+                [&app[..], &host_wide].concat(),
             ),
-            // no host match
-            ("example.com", vec![]),
-            ("foo.example.com", vec![]),
+            // Path prefixes are string prefixes: `app` covers `app-v2`.
+            (
+                "registry.example.test/team-a/app-v2",
+                [&app[..], &host_wide].concat(),
+            ),
+            (
+                "registry.example.test/team-a/tool",
+                [&team_a[..], &host_wide].concat(),
+            ),
+            // Keys of the same depth sort by their text: `*` sorts before letters, so the
+            // wider glob is tried last.
+            ("registry.example.test/team-b/app", host_wide.to_vec()),
+            ("registry.example.test", host_wide.to_vec()),
+            ("mirror.example.test/team-a/app", vec!["*.example.test"]),
+            ("registry.example.org/team-a/app", vec![]),
+            ("example.test/team-a/app", vec![]),
         ];
         for (image, expected) in cases {
-            assert_eq!(owned(keyring.lookup(image)), expected, "{image}");
-        }
-    }
-
-    // keyring_test.go: TestIssue3797 — a key with scheme and /v1/ path matches by host.
-    #[test]
-    fn scheme_and_version_path_match_the_host() {
-        let rex = Credential::new("rex", "tiny arms");
-        let mut keyring = Keyring::new();
-        keyring.add("https://quay.io/v1/", rex.clone());
-        for image in ["quay.io", "quay.io/foo", "quay.io/foo/bar"] {
-            assert_eq!(owned(keyring.lookup(image)), vec![rex.clone()], "{image}");
+            assert_eq!(usernames(&keyring, image), expected, "{image}");
         }
     }
 
@@ -445,6 +655,18 @@ mod tests {
             .map(|c| c.username())
             .collect();
         assert_eq!(names, ["direct"]);
+    }
+
+    #[test]
+    fn an_empty_keyring_covers_nothing() {
+        let keyring = Keyring::new();
+        assert!(keyring.is_empty());
+        assert!(!keyring.covers("docker.io/library/busybox"));
+        let unparsable = named_keys(&["registry.example.test:port"]);
+        assert!(unparsable.is_empty());
+        let one = one_key("registry.example.test");
+        assert!(one.covers("registry.example.test/team-a/app"));
+        assert!(!one.covers("registry.example.org/team-a/app"));
     }
 
     #[test]

@@ -33,6 +33,8 @@ mod go_url;
 mod keyring;
 pub mod pod_secrets;
 mod secret;
+#[cfg(test)]
+mod shared_vectors;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

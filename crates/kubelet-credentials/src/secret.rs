@@ -210,44 +210,110 @@ mod tests {
     use crate::testing::{b64, secret};
     use serde_json::json;
 
-    // secrets_test.go: Test_MakeDockerKeyring, the cases about pull secrets.
-    #[test]
-    fn make_docker_keyring_cases() {
-        let user = vec![Credential::new("user", "password")];
-        let auth = r#"{"test.registry.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}"#;
-        let plain = r#"{"test.registry.io": {"username": "user", "password": "password"}}"#;
-        for secret in [
-            config_json(&format!(r#"{{"auths": {auth}}}"#)),
-            dockercfg(auth),
-            config_json(&format!(r#"{{"auths": {plain}}}"#)),
-            dockercfg(plain),
-        ] {
-            assert_eq!(
-                owned(keyring_of(&[secret]).lookup("test.registry.io")),
-                user
-            );
-        }
-        let not_matching =
-            config_json(r#"{"auths": {"foobar.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}"#);
-        assert!(keyring_of(&[not_matching])
-            .lookup("test.registry.io")
-            .is_empty());
+    /// `(key, username, password)` of parsed entries, to compare with expected ones.
+    fn triples(entries: &[(String, Credential)]) -> Vec<(&str, &str, &str)> {
+        entries
+            .iter()
+            .map(|(key, c)| (key.as_str(), c.username(), c.password()))
+            .collect()
+    }
 
-        // A key under the other type's name: skipped by the kubelet.
-        let swapped = [
-            secret(
-                "regcred",
-                DOCKERCFG_TYPE,
-                DOCKER_CONFIG_JSON_KEY,
-                &format!(r#"{{"auths": {auth}}}"#),
+    #[test]
+    fn both_types_yield_their_entries() {
+        let registry = "registry.example.test";
+        let auth = json!({registry: {"auth": b64("team-a-bot:pull-token")}});
+        let plain = json!({registry: {"username": "team-a-bot", "password": "pull-token"}});
+        // `auth` wins over the fields beside it.
+        let both = json!({registry: {
+            "auth": b64("team-a-bot:pull-token"), "username": "other", "password": "other",
+        }});
+        let bot = vec![(registry, "team-a-bot", "pull-token")];
+        let cases = [
+            // `.dockerconfigjson` wraps the entries in `auths`...
+            (
+                config_json(&json!({"auths": auth}).to_string()),
+                bot.clone(),
             ),
-            secret("regcred", DOCKER_CONFIG_JSON_TYPE, DOCKERCFG_KEY, auth),
+            (
+                config_json(&json!({"auths": plain}).to_string()),
+                bot.clone(),
+            ),
+            (
+                config_json(&json!({"auths": both}).to_string()),
+                bot.clone(),
+            ),
+            // ...`.dockercfg` is the bare map of entries.
+            (dockercfg(&auth.to_string()), bot.clone()),
+            (dockercfg(&plain.to_string()), bot.clone()),
+            (dockercfg(&both.to_string()), bot.clone()),
+            // Keys come back as written, sorted; normalising them is the keyring's job.
+            (
+                dockercfg(
+                    &json!({
+                        "https://mirror.example.test/v2/": {"auth": b64("mirror:m")},
+                        "registry.example.test:5000/team-a": {"username": "a", "password": "b"},
+                    })
+                    .to_string(),
+                ),
+                vec![
+                    ("https://mirror.example.test/v2/", "mirror", "m"),
+                    ("registry.example.test:5000/team-a", "a", "b"),
+                ],
+            ),
+            // No entries at all is a valid, empty pull secret.
+            (config_json(r#"{"auths": {}}"#), vec![]),
+            (dockercfg("{}"), vec![]),
         ];
-        for secret in swapped {
-            let error = parse(&secret).unwrap_err();
+        for (secret, expected) in cases {
+            let entries = parse(&secret).expect("a well-formed pull secret");
+            assert_eq!(triples(&entries), expected, "{secret}");
+        }
+    }
+
+    #[test]
+    fn each_type_reads_only_its_own_data_key() {
+        let entries = r#"{"registry.example.test": {"username": "u", "password": "p"}}"#;
+        let wrapped = format!(r#"{{"auths": {entries}}}"#);
+        let misplaced = [
+            secret("regcred", DOCKER_CONFIG_JSON_TYPE, DOCKERCFG_KEY, entries),
+            secret("regcred", DOCKERCFG_TYPE, DOCKER_CONFIG_JSON_KEY, &wrapped),
+        ];
+        for secret in misplaced {
+            let error = parse(&secret).expect_err("the type's own key is absent");
             assert!(matches!(error, SecretError::MissingKey { .. }), "{error:?}");
             assert!(error.is_wrong_type());
         }
+    }
+
+    #[test]
+    fn a_document_in_the_other_types_shape_yields_no_credential() {
+        // A bare map under `.dockerconfigjson`: no `auths`, so its members are unknown fields.
+        let bare = r#"{"registry.example.test": {"username": "u", "password": "p"}}"#;
+        assert_eq!(parse(&config_json(bare)).expect("ignored members"), vec![]);
+        // An `auths` wrapper under `.dockercfg`: `auths` is read as a registry key whose entry
+        // has only unknown fields, so its credential is empty.
+        let wrapped = format!(r#"{{"auths": {bare}}}"#);
+        let entries = parse(&dockercfg(&wrapped)).expect("one odd entry");
+        assert_eq!(triples(&entries), [("auths", "", "")]);
+    }
+
+    #[test]
+    fn parsed_entries_feed_the_keyring() {
+        let secret = config_json(
+            &json!({"auths": {
+                "registry.example.test/team-a": {"auth": b64("team-a-bot:pull-token")},
+            }})
+            .to_string(),
+        );
+        let keyring = keyring_of(&[secret]);
+        assert_eq!(
+            owned(keyring.lookup("registry.example.test/team-a/app")),
+            [Credential::new("team-a-bot", "pull-token")]
+        );
+        assert!(keyring
+            .lookup("registry.example.test/team-b/app")
+            .is_empty());
+        assert!(keyring.lookup("mirror.example.test/team-a/app").is_empty());
     }
 
     #[test]
@@ -348,6 +414,15 @@ mod tests {
             redact_userinfo("https://u:p@r.io/v1/"),
             "https://<redacted>@r.io/v1/"
         );
+        assert_eq!(
+            redact_userinfo("bot@registry.example.test"),
+            "<redacted>@registry.example.test"
+        );
+        assert_eq!(
+            redact_userinfo("http://a@b:c@registry.example.test/team@a"),
+            "http://<redacted>@registry.example.test/team@a"
+        );
         assert_eq!(redact_userinfo("r.io/a@b"), "r.io/a@b");
+        assert_eq!(redact_userinfo("r.io?x=a@b"), "r.io?x=a@b");
     }
 }
