@@ -1,10 +1,10 @@
 //! Registry mirrors: the chain of locations a node tries for an image, configured in the shape
 //! of containers-registries.conf(5) so operators can copy what their nodes use.
 //!
-//! A rule matches the normalised name (`registry/repository`) by its `prefix` (longest literal
-//! prefix wins, then the longest `*.domain` wildcard); its mirrors are tried in order, then the
-//! primary location (the prefix, or its `location` rewrite). The image is resolvable when any
-//! location has it, and absent only when every location says so.
+//! A rule matches the normalised name (`registry/repository`) by its `prefix`, literal or
+//! `*.domain`, and the longest prefix that matches chooses the rule; its mirrors are tried in
+//! order, then the primary location (the prefix, or its `location` rewrite). The image is
+//! resolvable when any location has it, and absent only when every location says so.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -299,11 +299,12 @@ impl fmt::Debug for Mirrors<'_> {
     }
 }
 
-/// Where `prefix` stops matching `name` (`registry/repository`), if it does, exactly as
-/// sysregistriesv2's `refMatchingPrefix` and `refMatchingSubdomainPrefix`: a literal prefix is
-/// followed by the end, `/`, `@` or `:` (so `example.com` also matches `example.com:5000`,
-/// which containers/image calls unintended but does); `*.domain` matches the first `.domain`
-/// before any `/` that is followed by the end, `/`, `@` or `:`.
+/// Where `prefix` stops matching `name` (`registry/repository`), if it does, with the outcomes
+/// of sysregistriesv2's `refMatchingPrefix` and `refMatchingSubdomainPrefix`. A literal prefix
+/// must end at the end of the name or before a `/`, `@` or `:`; a host prefix without a port
+/// thus covers that host on every port, which containers/image does without promising it.
+/// `*.domain` looks only at the first `.domain` of the name: it must come before any `/` and
+/// end where a literal prefix may.
 fn prefix_match(name: &str, prefix: &str) -> Option<usize> {
     if let Some(domain) = prefix.strip_prefix('*') {
         let start = name.find(domain)?;
@@ -416,7 +417,7 @@ fn check_location(location: &str, wildcard_allowed: bool) -> Result<(), Location
 mod tests {
     use super::*;
 
-    const SHA: &str = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    const DIGEST: &str = "sha256:5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
 
     fn mirror(location: &str, pull_from_mirror: PullFromMirror) -> Mirror {
         Mirror {
@@ -434,286 +435,539 @@ mod tests {
         }
     }
 
+    /// A rule with one mirror that serves every reference.
+    fn mirrored(prefix: &str, location: &str) -> RegistryRule {
+        rule(prefix, None, vec![mirror(location, PullFromMirror::All)])
+    }
+
+    /// The locations of `image`, each as it is looked up and whether it is a mirror.
     fn chain(mirrors: &Mirrors, image: &str) -> Vec<(String, bool)> {
+        let reference = ImageReference::parse(image).expect(image);
         mirrors
-            .locations(&ImageReference::parse(image).unwrap())
+            .locations(&reference)
             .into_iter()
             .map(|l| (l.reference.lookup_reference(), l.is_mirror))
             .collect()
     }
 
-    #[test]
-    fn mirrors_come_first_then_the_primary() {
-        let mirrors = Mirrors::new(vec![rule(
-            "docker.io",
-            None,
-            vec![
-                mirror("mirror.local:5000/hub", PullFromMirror::All),
-                mirror("cache.local", PullFromMirror::All),
-            ],
-        )])
-        .unwrap();
-        assert_eq!(
-            chain(&mirrors, "nginx:1.25"),
-            [
-                ("mirror.local:5000/hub/library/nginx:1.25".to_owned(), true),
-                ("cache.local/library/nginx:1.25".to_owned(), true),
-                ("docker.io/library/nginx:1.25".to_owned(), false),
-            ]
-        );
-        assert_eq!(
-            chain(&mirrors, "quay.io/a/b:1"),
-            [("quay.io/a/b:1".to_owned(), false)]
-        );
+    /// The locations of `image`, as they are looked up.
+    fn lookups(mirrors: &Mirrors, image: &str) -> Vec<String> {
+        chain(mirrors, image).into_iter().map(|(l, _)| l).collect()
     }
 
-    #[test]
-    fn the_longest_prefix_wins_and_prefixes_match_whole_components() {
-        let mirrors = Mirrors::new(vec![
-            rule(
-                "registry.example.com",
-                None,
-                vec![mirror("m1.local", PullFromMirror::All)],
-            ),
-            rule(
-                "registry.example.com/team",
-                None,
-                vec![mirror("m2.local/t", PullFromMirror::All)],
-            ),
-        ])
-        .unwrap();
-        assert_eq!(
-            chain(&mirrors, "registry.example.com/team/app:1")[0].0,
-            "m2.local/t/app:1"
-        );
-        assert_eq!(
-            chain(&mirrors, "registry.example.com/teams/app:1")[0].0,
-            "m1.local/teams/app:1"
-        );
-        assert_eq!(chain(&mirrors, "registry.example.com.evil/app:1").len(), 1);
-    }
-
-    #[test]
-    fn location_rewrites_the_primary() {
-        let mirrors = Mirrors::new(vec![rule(
-            "example.com/foo",
-            Some("internal.local:5000/bar"),
-            vec![],
-        )])
-        .unwrap();
-        assert_eq!(
-            chain(&mirrors, "example.com/foo/app:2"),
-            [("internal.local:5000/bar/app:2".to_owned(), false)]
-        );
-    }
-
-    #[test]
-    fn wildcards_match_subdomains_only_and_lose_to_literals() {
-        let mirrors = Mirrors::new(vec![
-            rule(
-                "*.example.com",
-                None,
-                vec![mirror("wild.local", PullFromMirror::All)],
-            ),
-            rule(
-                "exact.example.com",
-                None,
-                vec![mirror("exact.local", PullFromMirror::All)],
-            ),
-        ])
-        .unwrap();
-        assert_eq!(chain(&mirrors, "a.example.com/x:1")[0].0, "wild.local/x:1");
-        // The port stays with the rest of the name, as containers/image rewrites it.
-        assert_eq!(
-            chain(&mirrors, "a.b.example.com:5000/x:1")[0].0,
-            "wild.local:5000/x:1"
-        );
-        assert_eq!(
-            chain(&mirrors, "exact.example.com/x:1")[0].0,
-            "exact.local/x:1"
-        );
-        assert_eq!(chain(&mirrors, "example.com/x:1").len(), 1);
-    }
-
-    #[test]
-    fn pull_from_mirror_selects_tags_or_digests() {
-        let mirrors = Mirrors::new(vec![rule(
-            "docker.io",
-            None,
-            vec![
-                mirror("digests.local", PullFromMirror::DigestOnly),
-                mirror("tags.local", PullFromMirror::TagOnly),
-            ],
-        )])
-        .unwrap();
-        let by_tag: Vec<_> = chain(&mirrors, "nginx:1")
-            .into_iter()
-            .map(|l| l.0)
-            .collect();
-        assert_eq!(
-            by_tag,
-            ["tags.local/library/nginx:1", "docker.io/library/nginx:1"]
-        );
-        let by_digest: Vec<_> = chain(&mirrors, &format!("nginx@{SHA}"))
-            .into_iter()
-            .map(|l| l.0)
-            .collect();
-        assert_eq!(
-            by_digest,
-            [
-                format!("digests.local/library/nginx@{SHA}"),
-                format!("docker.io/library/nginx@{SHA}")
-            ]
-        );
-    }
-
-    #[test]
-    fn invalid_rules_name_their_field() {
-        let cases = [
-            (rule("", None, vec![]), "[0].prefix"),
-            (rule("https://docker.io", None, vec![]), "[0].prefix"),
-            (rule("docker.io", Some("registry"), vec![]), "[0].location"),
-            (
-                rule(
-                    "docker.io",
-                    None,
-                    vec![mirror("mirror/hub", PullFromMirror::All)],
-                ),
-                "[0].mirrors[0].location",
-            ),
-            (rule("*.example.com:5000", None, vec![]), "[0].prefix"),
-            (
-                rule(
-                    "docker.io",
-                    None,
-                    vec![mirror("*.local", PullFromMirror::All)],
-                ),
-                "[0].mirrors[0].location",
-            ),
-            (
-                rule(
-                    "docker.io",
-                    None,
-                    vec![mirror("Mirror.local/UPPER", PullFromMirror::All)],
-                ),
-                "[0].mirrors[0].location",
-            ),
-            (rule("a*.example.com", None, vec![]), "[0].prefix"),
-        ];
-        for (rule, field) in cases {
-            let error = Mirrors::new(vec![rule.clone()]).expect_err(&rule.prefix);
-            assert_eq!(error.field(), field, "{rule:?}: {error}");
-        }
-    }
-
-    const WITH_DIGEST: &str = "yet.another.example.com/foo/bar@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    const WITH_DIGEST_SUB: &str = "yet.another.sub.example.com/foo/bar@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-
-    /// containers/image `pkg/sysregistriesv2/system_registries_v2_test.go`:
-    /// `TestRefMatchingSubdomainPrefix` and `TestRefMatchingPrefix` (`None` for -1): a name,
-    /// a prefix, and where the match ends.
+    /// A name, a literal prefix, and the part of the name the prefix matches.
     #[rustfmt::skip]
-    const PREFIX_CASES: &[(&str, &str, Option<usize>)] = &[
-        ("docker.io", "*.io", Some(9)),
-        ("docker.io/foo", "*.com", None),
-        ("example.com/foo", "*.co", None),
-        ("example.com/foo", "*.example.com", None),
-        ("example.com/foo", "*.com", Some(11)),
-        ("example.com/foo:bar", "*.com", Some(11)),
-        ("example.com/foo/bar:baz", "*.com", Some(11)),
-        ("yet.another.example.com/foo", "**.example.com", None),
-        ("yet.another.example.com/foo/bar", "*.another.example.com", Some(23)),
-        ("another.example.com/namespace.com/foo/bar/bbq:baz", "*.example.com", Some(19)),
-        ("example.net/namespace-ends-in.com/foo/bar/bbq:baz", "*.com", None),
-        ("another.example.com/namespace.com/foo/bar/bbq:baz", "*.namespace.com", None),
-        ("sub.example.com/foo/bar", "*.com", Some(15)),
-        ("another.sub.example.com/foo/bar/bbq:baz", "*.sub.example.com", Some(23)),
-        (WITH_DIGEST, "*.example.com", Some(23)),
-        (WITH_DIGEST_SUB, "*.sub.example.com", Some(27)),
-        ("docker.io", "docker.io", Some(9)),
-        ("docker.io", "example.com", None),
-        ("example.com:5000", "example.com:5000", Some(16)),
-        ("example.com:50000", "example.com:5000", None),
-        ("example.com:5000", "example.com", Some(11)),
-        ("example.com/foo/bar", "example.com", Some(11)),
-        ("docker.io", "docker.io/library", None),
-        ("docker.io/libraryy", "docker.io/library", None),
-        ("docker.io/library/busybox", "docker.io/library", Some(17)),
-        ("docker.io/library/busybox2", "docker.io/library/busybox", None),
-        ("example.com/foo", "*", None),
+    const LITERAL: &[(&str, &str, Option<&str>)] = &[
+        // the prefix is the whole name
+        ("registry.example.test", "registry.example.test", Some("registry.example.test")),
+        ("registry.example.test/team-a/app", "registry.example.test/team-a/app",
+         Some("registry.example.test/team-a/app")),
+        // followed by `/`: a host, or a namespace, of the name
+        ("registry.example.test/team-a/app", "registry.example.test", Some("registry.example.test")),
+        ("registry.example.test/team-a/app", "registry.example.test/team-a",
+         Some("registry.example.test/team-a")),
+        // followed by `:`: a host prefix without a port also covers the host on any port
+        ("registry.example.test:5000/team-a/app", "registry.example.test", Some("registry.example.test")),
+        ("registry.example.test:5000/team-a", "registry.example.test:5000",
+         Some("registry.example.test:5000")),
+        // followed by `@`
+        ("registry.example.test/team-a/app@sha256:00", "registry.example.test/team-a/app",
+         Some("registry.example.test/team-a/app")),
+        // followed by anything else: not a whole component
+        ("registry.example.test/team-ab/app", "registry.example.test/team-a", None),
+        ("registry.example.testing/app", "registry.example.test", None),
+        ("registry.example.test.internal/app", "registry.example.test", None),
+        ("registry.example.test:50001/team-a", "registry.example.test:5000", None),
+        // a port in the prefix must be in the name
+        ("registry.example.test/team-a", "registry.example.test:5000", None),
+        // the name is shorter than the prefix, or starts elsewhere
+        ("registry.example.test", "registry.example.test/team-a", None),
+        ("mirror.internal.test/team-a", "registry.example.test", None),
+        ("registry.example.test/team-a/app", "team-a", None),
+        ("", "registry.example.test", None),
     ];
 
     #[test]
-    fn prefixes_match_as_sysregistriesv2_matches_them() {
-        for (name, prefix, expected) in PREFIX_CASES {
-            assert_eq!(prefix_match(name, prefix), *expected, "{name} vs. {prefix}");
+    fn literal_prefixes_match_whole_components_from_the_start() {
+        for (name, prefix, matched) in LITERAL {
+            let got = prefix_match(name, prefix).map(|end| &name[..end]);
+            assert_eq!(got, *matched, "{name} with prefix {prefix}");
         }
     }
 
-    /// containers/image `TestFindRegistry`: the longest prefix wins, wildcard or not, and a
-    /// longer literal prefix beats a shorter wildcard (`foo.bar.example.com:5000` over
-    /// `*.example.com`), a longer wildcard a shorter one (`*.bar.docker.io` over `*.docker.io`).
+    /// A name, a `*.domain` prefix, and the part of the name the prefix matches.
+    #[rustfmt::skip]
+    const WILDCARD: &[(&str, &str, Option<&str>)] = &[
+        // a subdomain host, whatever follows it
+        ("build.example.test", "*.example.test", Some("build.example.test")),
+        ("build.example.test/team-a/app", "*.example.test", Some("build.example.test")),
+        ("build.example.test@sha256:00", "*.example.test", Some("build.example.test")),
+        // any depth of subdomain
+        ("a.b.c.example.test/app", "*.example.test", Some("a.b.c.example.test")),
+        ("build.eu.example.test/app", "*.eu.example.test", Some("build.eu.example.test")),
+        // the port is not part of the match
+        ("build.example.test:5000/app", "*.example.test", Some("build.example.test")),
+        // the domain itself is not its own subdomain
+        ("example.test/app", "*.example.test", None),
+        ("eu.example.test/app", "*.eu.example.test", None),
+        // the domain starts at a dot and ends the host
+        ("buildexample.test/app", "*.example.test", None),
+        ("build.example.testing/app", "*.example.test", None),
+        ("build.us.example.test/app", "*.eu.example.test", None),
+        // only the host is matched, never the path
+        ("registry.other.test/build.example.test/app", "*.example.test", None),
+        ("registry.other.test/team.example.test", "*.example.test", None),
+        // the first `.domain` of the name decides
+        ("a.example.test.example.test/app", "*.example.test", None),
+        // a bare star names no domain
+        ("build.example.test/app", "*", None),
+    ];
+
     #[test]
-    fn the_longest_prefix_wins_whether_literal_or_wildcard() {
-        let mirrors = Mirrors::new(vec![
-            rule(
-                "*.docker.io",
-                None,
-                vec![mirror("m4.local", PullFromMirror::All)],
-            ),
-            rule(
-                "*.bar.docker.io",
-                None,
-                vec![mirror("m4b.local", PullFromMirror::All)],
-            ),
-            rule(
-                "*.example.com",
-                None,
-                vec![mirror("m5.local", PullFromMirror::All)],
-            ),
-            rule(
-                "foo.bar.example.com:5000",
-                None,
-                vec![mirror("m5b.local", PullFromMirror::All)],
-            ),
-            rule(
-                "a.example.org",
-                None,
-                vec![mirror("literal.local", PullFromMirror::All)],
-            ),
-            rule(
-                "*.example.org",
-                None,
-                vec![mirror("wild.local", PullFromMirror::All)],
-            ),
-        ])
-        .unwrap();
-        assert_eq!(
-            chain(&mirrors, "foo.bar.docker.io:5000/omg/wtf:foo")[0].0,
-            "m4b.local:5000/omg/wtf:foo"
-        );
-        assert_eq!(
-            chain(&mirrors, "foo.docker.io/omg:foo")[0].0,
-            "m4.local/omg:foo"
-        );
-        assert_eq!(
-            chain(&mirrors, "foo.bar.example.com:5000/omg:foo")[0].0,
-            "m5b.local/omg:foo"
-        );
-        assert_eq!(
-            chain(&mirrors, "foo.bar.example.com:6000/omg:foo")[0].0,
-            "m5.local:6000/omg:foo"
-        );
-        // Same length: the first in sorted order, and `*` sorts before letters.
-        assert_eq!(chain(&mirrors, "a.example.org/x:1")[0].0, "wild.local/x:1");
+    fn wildcard_prefixes_match_subdomain_hosts_only() {
+        for (name, prefix, matched) in WILDCARD {
+            let got = prefix_match(name, prefix).map(|end| &name[..end]);
+            assert_eq!(got, *matched, "{name} with prefix {prefix}");
+        }
+    }
+
+    /// Rules whose single mirror names the rule, to tell which one an image chose.
+    fn overlapping_rules() -> Vec<RegistryRule> {
+        vec![
+            mirrored("registry.example.test", "host.mirror.test"),
+            mirrored("registry.example.test/team-a", "team-a.mirror.test"),
+            mirrored("registry.example.test/team-a/tools", "tools.mirror.test/t"),
+            mirrored("*.example.test", "sub.mirror.test"),
+            mirrored("*.eu.example.test", "eu.mirror.test"),
+            // as long as `*.eu.example.test`
+            mirrored("b.eu.example.test", "b.mirror.test"),
+            mirrored("cache.eu.example.test:5000", "cache.mirror.test"),
+        ]
+    }
+
+    /// An image and the first location of its chain under [`overlapping_rules`].
+    #[rustfmt::skip]
+    const CHOICES: &[(&str, &str)] = &[
+        // the longest literal prefix: host, namespace, repository
+        ("registry.example.test/team-b/app:1", "host.mirror.test/team-b/app:1"),
+        ("registry.example.test/team-a/app:1", "team-a.mirror.test/app:1"),
+        ("registry.example.test/team-a/tools/lint:1", "tools.mirror.test/t/lint:1"),
+        ("registry.example.test/team-a/tools:1", "tools.mirror.test/t:1"),
+        // a longer name that is not a whole component falls back to a shorter prefix
+        ("registry.example.test/team-ab/app:1", "host.mirror.test/team-ab/app:1"),
+        // the host prefix covers a port, which stays in the rest; the literal host is
+        // longer than the wildcard that also matches it
+        ("registry.example.test:5000/team-a/app:1", "host.mirror.test:5000/team-a/app:1"),
+        // wildcards: any other subdomain, the longer domain first
+        ("other.example.test/app:1", "sub.mirror.test/app:1"),
+        ("a.b.example.test/app:1", "sub.mirror.test/app:1"),
+        ("x.eu.example.test/app:1", "eu.mirror.test/app:1"),
+        // a tie in length goes to the prefix that sorts first, and `*` sorts before letters
+        ("b.eu.example.test/app:1", "eu.mirror.test/app:1"),
+        // a literal host with a port beats the wildcard, on that port only
+        ("cache.eu.example.test:5000/app:1", "cache.mirror.test/app:1"),
+        ("cache.eu.example.test:6000/app:1", "eu.mirror.test:6000/app:1"),
+        // no rule: the image as written
+        ("example.test/app:1", "example.test/app:1"),
+        ("registry.example.testing/app:1", "registry.example.testing/app:1"),
+        ("registry.other.test/team-a/app:1", "registry.other.test/team-a/app:1"),
+    ];
+
+    #[test]
+    fn the_longest_matching_prefix_chooses_the_rule_in_any_order() {
+        let rules = overlapping_rules();
+        let mut reversed = rules.clone();
+        reversed.reverse();
+        for rules in [rules, reversed] {
+            let mirrors = Mirrors::new(rules).expect("valid rules");
+            for (image, first) in CHOICES {
+                assert_eq!(lookups(&mirrors, image)[0], *first, "{image}");
+            }
+        }
     }
 
     #[test]
-    fn a_wildcard_prefix_may_be_rewritten_keeping_the_port() {
-        let mirrors = Mirrors::new(vec![rule("*.example.com", Some("m.local"), vec![])]).unwrap();
+    fn mirrors_are_tried_in_order_and_the_primary_last() {
+        let mirrors = Mirrors::new(vec![rule(
+            "registry.example.test/team-a",
+            None,
+            vec![
+                mirror("mirror.internal.test/cache/team-a", PullFromMirror::All),
+                mirror("backup.internal.test:5000", PullFromMirror::All),
+            ],
+        )])
+        .expect("valid rules");
         assert_eq!(
-            chain(&mirrors, "a.example.com:5000/x:1"),
-            [("m.local:5000/x:1".to_owned(), false)]
+            chain(&mirrors, "registry.example.test/team-a/api/server:3.1"),
+            [
+                (
+                    "mirror.internal.test/cache/team-a/api/server:3.1".to_owned(),
+                    true
+                ),
+                ("backup.internal.test:5000/api/server:3.1".to_owned(), true),
+                (
+                    "registry.example.test/team-a/api/server:3.1".to_owned(),
+                    false
+                ),
+            ]
         );
+    }
+
+    #[test]
+    fn a_location_moves_the_primary_and_mirrors_keep_the_prefix_rest() {
+        let mirrors = Mirrors::new(vec![rule(
+            "legacy.example.test/team-a",
+            Some("registry.example.test:8443/team-a-moved"),
+            vec![mirror("mirror.internal.test/team-a", PullFromMirror::All)],
+        )])
+        .expect("valid rules");
+        assert_eq!(
+            chain(&mirrors, "legacy.example.test/team-a/app:2"),
+            [
+                ("mirror.internal.test/team-a/app:2".to_owned(), true),
+                (
+                    "registry.example.test:8443/team-a-moved/app:2".to_owned(),
+                    false
+                ),
+            ]
+        );
+        // the image at the prefix itself: the rest is empty
+        assert_eq!(
+            lookups(&mirrors, "legacy.example.test/team-a:2"),
+            [
+                "mirror.internal.test/team-a:2",
+                "registry.example.test:8443/team-a-moved:2"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_location_is_asked_for_the_same_tag_or_digest() {
+        let mirrors = Mirrors::new(vec![mirrored(
+            "registry.example.test/team-a",
+            "mirror.internal.test/team-a",
+        )])
+        .expect("valid rules");
+        let image = "registry.example.test/team-a/app";
+        let cases = [
+            (format!("{image}:1.2"), ":1.2".to_owned()),
+            // no tag is `latest`
+            (image.to_owned(), ":latest".to_owned()),
+            (format!("{image}@{DIGEST}"), format!("@{DIGEST}")),
+            // a digest pins the image: the tag beside it is not asked
+            (format!("{image}:1.2@{DIGEST}"), format!("@{DIGEST}")),
+        ];
+        for (image, version) in cases {
+            assert_eq!(
+                lookups(&mirrors, &image),
+                [
+                    format!("mirror.internal.test/team-a/app{version}"),
+                    format!("registry.example.test/team-a/app{version}"),
+                ],
+                "{image}"
+            );
+        }
+    }
+
+    #[test]
+    fn pull_from_mirror_chooses_the_mirrors_of_tags_or_of_digests() {
+        use PullFromMirror::{All, DigestOnly, TagOnly};
+        // which references a mirror of each kind serves: by tag, by digest
+        for (kind, by_tag, by_digest) in [
+            (All, true, true),
+            (DigestOnly, false, true),
+            (TagOnly, true, false),
+        ] {
+            let mirrors = Mirrors::new(vec![rule(
+                "registry.example.test",
+                None,
+                vec![mirror("mirror.internal.test", kind)],
+            )])
+            .expect("valid rules");
+            for (image, served) in [
+                ("registry.example.test/app:1".to_owned(), by_tag),
+                (format!("registry.example.test/app@{DIGEST}"), by_digest),
+            ] {
+                let chain = chain(&mirrors, &image);
+                assert_eq!(chain.len(), 1 + usize::from(served), "{kind:?} {image}");
+                assert_eq!(chain[0].1, served, "{kind:?} {image}");
+                let primary = chain.last().expect("a primary");
+                assert_eq!(primary, &(image.clone(), false), "{kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn mirrors_of_mixed_kinds_keep_their_order() {
+        use PullFromMirror::{All, DigestOnly, TagOnly};
+        let mirrors = Mirrors::new(vec![rule(
+            "registry.example.test",
+            None,
+            vec![
+                mirror("pinned.internal.test", DigestOnly),
+                mirror("tags.internal.test", TagOnly),
+                mirror("any.internal.test", All),
+            ],
+        )])
+        .expect("valid rules");
+        assert_eq!(
+            lookups(&mirrors, "registry.example.test/app:1"),
+            [
+                "tags.internal.test/app:1",
+                "any.internal.test/app:1",
+                "registry.example.test/app:1"
+            ]
+        );
+        assert_eq!(
+            lookups(&mirrors, &format!("registry.example.test/app@{DIGEST}")),
+            [
+                format!("pinned.internal.test/app@{DIGEST}"),
+                format!("any.internal.test/app@{DIGEST}"),
+                format!("registry.example.test/app@{DIGEST}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn docker_hub_names_are_matched_once_normalised() {
+        let mirrors = Mirrors::new(vec![
+            mirrored("docker.io", "hub.mirror.test/proxy"),
+            mirrored("docker.io/library", "official.mirror.test"),
+        ])
+        .expect("valid rules");
+        assert_eq!(
+            chain(&mirrors, "team-a/app:1"),
+            [
+                ("hub.mirror.test/proxy/team-a/app:1".to_owned(), true),
+                ("docker.io/team-a/app:1".to_owned(), false),
+            ]
+        );
+        assert_eq!(
+            lookups(&mirrors, "toolbox"),
+            [
+                "official.mirror.test/toolbox:latest",
+                "docker.io/library/toolbox:latest"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wildcard_rule_drops_the_subdomain_and_keeps_the_port() {
+        let mirrors = Mirrors::new(vec![rule(
+            "*.example.test",
+            Some("primary.internal.test"),
+            vec![mirror("mirror.internal.test", PullFromMirror::All)],
+        )])
+        .expect("valid rules");
+        assert_eq!(
+            chain(&mirrors, "build.example.test/team-a/app:1"),
+            [
+                ("mirror.internal.test/team-a/app:1".to_owned(), true),
+                ("primary.internal.test/team-a/app:1".to_owned(), false),
+            ]
+        );
+        assert_eq!(
+            lookups(&mirrors, "build.example.test:5000/app:1"),
+            [
+                "mirror.internal.test:5000/app:1",
+                "primary.internal.test:5000/app:1"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rewrite_that_is_no_reference_is_left_out() {
+        // a port kept from the name after a location's own port, or after its path
+        let mirrors = Mirrors::new(vec![
+            rule(
+                "*.example.test",
+                None,
+                vec![
+                    mirror("ported.internal.test:6000", PullFromMirror::All),
+                    mirror("mirror.internal.test", PullFromMirror::All),
+                ],
+            ),
+            rule(
+                "*.moved.test",
+                Some("primary.internal.test/moved"),
+                vec![mirror("mirror.internal.test", PullFromMirror::All)],
+            ),
+        ])
+        .expect("valid rules");
+        assert_eq!(
+            lookups(&mirrors, "build.example.test:5000/app:1"),
+            [
+                "mirror.internal.test:5000/app:1",
+                "build.example.test:5000/app:1"
+            ]
+        );
+        assert_eq!(
+            lookups(&mirrors, "build.example.test/app:1"),
+            [
+                "ported.internal.test:6000/app:1",
+                "mirror.internal.test/app:1",
+                "build.example.test/app:1"
+            ]
+        );
+        assert_eq!(
+            chain(&mirrors, "build.moved.test:5000/app:1"),
+            [("mirror.internal.test:5000/app:1".to_owned(), true)],
+            "no primary is left"
+        );
+    }
+
+    #[test]
+    fn without_rules_an_image_has_its_primary_only() {
+        for mirrors in [Mirrors::default(), Mirrors::new(vec![]).expect("no rules")] {
+            assert!(mirrors.is_empty());
+            assert_eq!(
+                chain(&mirrors, "registry.example.test/team-a/app:1"),
+                [("registry.example.test/team-a/app:1".to_owned(), false)]
+            );
+        }
+        let mirrors = Mirrors::new(vec![mirrored("registry.example.test", "m.internal.test")])
+            .expect("valid rules");
+        assert!(!mirrors.is_empty());
+    }
+
+    #[test]
+    fn well_formed_locations_are_accepted() {
+        for location in [
+            "registry.example.test",
+            "registry.example.test:5000",
+            "registry.example.test/team-a/sub",
+            "localhost",
+            "localhost:5000/team-a",
+            "10.20.30.40:5000",
+        ] {
+            let rules = vec![rule(
+                location,
+                Some(location),
+                vec![mirror(location, PullFromMirror::All)],
+            )];
+            assert!(Mirrors::new(rules).is_ok(), "{location}");
+        }
+        assert!(Mirrors::new(vec![rule("*.example.test", None, vec![])]).is_ok());
+    }
+
+    /// Where a refused text is written in a rule.
+    #[derive(Debug, Clone, Copy)]
+    enum At {
+        Prefix,
+        Location,
+        Mirror,
+    }
+
+    /// The refusal's variant, by name.
+    fn kind(problem: &LocationError) -> &'static str {
+        match problem {
+            LocationError::Empty => "Empty",
+            LocationError::Scheme => "Scheme",
+            LocationError::NotHostPath(_) => "NotHostPath",
+            LocationError::WildcardOutsidePrefix => "WildcardOutsidePrefix",
+            LocationError::WildcardWithPath(_) => "WildcardWithPath",
+            LocationError::MisplacedWildcard(_) => "MisplacedWildcard",
+            LocationError::NotQualified(_) => "NotQualified",
+            LocationError::Invalid { .. } => "Invalid",
+        }
+    }
+
+    /// Where a text is written, the text, and why it is refused.
+    #[rustfmt::skip]
+    const REFUSED: &[(At, &str, &str)] = &[
+        (At::Prefix, "", "Empty"),
+        (At::Location, "", "Empty"),
+        (At::Prefix, "https://registry.example.test", "Scheme"),
+        (At::Mirror, "http://mirror.internal.test", "Scheme"),
+        // a trailing slash, a blank, a digest
+        (At::Prefix, "registry.example.test/", "NotHostPath"),
+        (At::Prefix, "registry .example.test", "NotHostPath"),
+        (At::Mirror, "mirror.internal.test/\tcache", "NotHostPath"),
+        (At::Prefix, "registry.example.test/app@sha256:5e5e", "NotHostPath"),
+        // a tag, capitals in the path
+        (At::Prefix, "registry.example.test/app:1", "Invalid"),
+        (At::Mirror, "Mirror.internal.test/Team-A", "Invalid"),
+        // a wildcard is `*.domain`, in a prefix only
+        (At::Prefix, "*.", "WildcardWithPath"),
+        (At::Prefix, "*.example.test:5000", "WildcardWithPath"),
+        (At::Prefix, "*.example.test/team-a", "WildcardWithPath"),
+        (At::Prefix, "**.example.test", "MisplacedWildcard"),
+        (At::Prefix, "build*.example.test", "MisplacedWildcard"),
+        (At::Prefix, "registry.*.test", "MisplacedWildcard"),
+        (At::Location, "*.example.test", "WildcardOutsidePrefix"),
+        (At::Mirror, "*.internal.test", "WildcardOutsidePrefix"),
+        // a first component that is no host would be a Docker Hub name
+        (At::Prefix, "team-a", "NotQualified"),
+        (At::Location, "team-a/app", "NotQualified"),
+        (At::Mirror, "mirror/cache", "NotQualified"),
+    ];
+
+    #[test]
+    fn a_refused_rule_names_its_field_and_why() {
+        for (at, text, why) in REFUSED {
+            let (rule, field) = match at {
+                At::Prefix => (rule(text, None, vec![]), "[0].prefix"),
+                At::Location => (
+                    rule("registry.example.test", Some(text), vec![]),
+                    "[0].location",
+                ),
+                At::Mirror => (
+                    mirrored("registry.example.test", text),
+                    "[0].mirrors[0].location",
+                ),
+            };
+            let error = Mirrors::new(vec![rule]).expect_err(text);
+            assert_eq!(error.field(), field, "{at:?} {text:?}: {error}");
+            assert_eq!(kind(&error.problem), *why, "{at:?} {text:?}: {error}");
+        }
+        // the index of the rule, and of the mirror within it
+        let second = rule(
+            "other.example.test",
+            None,
+            vec![
+                mirror("mirror.internal.test", PullFromMirror::All),
+                mirror("cache", PullFromMirror::All),
+            ],
+        );
+        let error = Mirrors::new(vec![mirrored("registry.example.test", "m.test"), second])
+            .expect_err("the second rule's second mirror");
+        assert_eq!(error.field(), "[1].mirrors[1].location");
+    }
+
+    /// A careful reading that refuses every rule, naming a field.
+    fn refuse(_: &str) -> Result<RegistryRule, (String, String)> {
+        Err(("mirrors".to_owned(), "not a list of mirrors".to_owned()))
+    }
+
+    #[test]
+    fn rules_read_from_text_are_parsed_when_an_image_first_matches_them() {
+        let text = r#"[
+            {"prefix": "registry.example.test", "mirrors": [{"location": "mirror.internal.test"}]},
+            {"prefix": "other.example.test", "mirrors": "mirror.internal.test"}
+        ]"#;
+        let mirrors = Mirrors::from_text(text, refuse).expect("a list of rules");
+        assert_eq!(
+            lookups(&mirrors, "registry.example.test/app:1"),
+            ["mirror.internal.test/app:1", "registry.example.test/app:1"]
+        );
+        assert_eq!(mirrors.problem(), None, "the second rule is not read yet");
+        // the rule that does not read leaves the image its primary
+        assert_eq!(
+            lookups(&mirrors, "other.example.test/app:1"),
+            ["other.example.test/app:1"]
+        );
+        let problem = (1, "mirrors".to_owned(), "not a list of mirrors".to_owned());
+        assert_eq!(mirrors.problem(), Some(&problem));
+        for not_rules in [
+            r#"{"prefix": "a.test"}"#,
+            r#"[{"location": "a.test"}]"#,
+            "[1]",
+            "[] x",
+        ] {
+            assert!(
+                Mirrors::from_text(not_rules, refuse).is_none(),
+                "{not_rules}"
+            );
+        }
     }
 }
