@@ -324,143 +324,271 @@ mod tests {
     use serde_json::json;
 
     fn p(text: &str) -> Platform {
-        Platform::parse(text).unwrap()
+        Platform::parse(text).expect(text)
     }
 
+    /// An entry as written and as it is printed once normalised.
+    #[rustfmt::skip]
+    const NORMALISED: &[(&str, &str)] = &[
+        // already normal
+        ("linux/amd64", "linux/amd64"),
+        ("linux/riscv64", "linux/riscv64"),
+        ("linux/arm/v6", "linux/arm/v6"),
+        ("linux/arm64/v8.2", "linux/arm64/v8.2"),
+        // other names of an architecture
+        ("linux/aarch64", "linux/arm64"),
+        ("linux/aarch64/v8.3", "linux/arm64/v8.3"),
+        ("linux/x86_64", "linux/amd64"),
+        ("linux/x86-64/v3", "linux/amd64/v3"),
+        ("linux/i386", "linux/386"),
+        ("linux/armhf", "linux/arm/v7"),
+        ("linux/armel", "linux/arm/v6"),
+        // a baseline variant is no variant; a 32-bit arm without one is v7
+        ("linux/amd64/v1", "linux/amd64"),
+        ("linux/arm64/v8", "linux/arm64"),
+        ("linux/arm64/v8.0", "linux/arm64"),
+        ("linux/arm64/8", "linux/arm64"),
+        ("linux/arm", "linux/arm/v7"),
+        // variants written as numbers, and v9.0 as v9
+        ("linux/arm/6", "linux/arm/v6"),
+        ("linux/arm/7", "linux/arm/v7"),
+        ("linux/arm64/v9.0", "linux/arm64/v9"),
+        ("linux/arm64/9", "linux/arm64/v9"),
+        // case, and macOS as Darwin
+        ("Linux/ARM64", "linux/arm64"),
+        ("linux/AMD64/V2", "linux/amd64/v2"),
+        ("macos/arm64", "darwin/arm64"),
+        // a Windows build is kept as written
+        ("windows(10.0.20348)/amd64", "windows(10.0.20348)/amd64"),
+        ("windows(10.0.20348.2340)/arm64", "windows(10.0.20348.2340)/arm64"),
+    ];
+
     #[test]
-    fn parses_normalises_and_prints() {
-        assert_eq!(p("linux/arm64/v8").to_string(), "linux/arm64");
-        assert_eq!(p("linux/arm").to_string(), "linux/arm/v7");
-        assert_eq!(p("linux/aarch64").to_string(), "linux/arm64");
-        assert_eq!(p("linux/x86_64/v1").to_string(), "linux/amd64");
+    fn entries_are_normalised_so_that_equal_platforms_print_alike() {
+        for (entry, printed) in NORMALISED {
+            assert_eq!(p(entry).to_string(), *printed, "{entry}");
+            assert_eq!(p(entry), p(printed), "{entry}");
+        }
         assert_eq!(p("linux/amd64").variant, None);
         assert_eq!(
-            p("windows(10.0.17763)/amd64").to_string(),
-            "windows(10.0.17763)/amd64"
+            p("windows(10.0.20348)/amd64").os_version.as_deref(),
+            Some("10.0.20348")
         );
+    }
+
+    #[test]
+    fn entries_that_are_not_os_architecture_variant_are_refused() {
         for bad in [
+            "",
             "linux",
             "linux/",
-            "/amd64",
-            "linux/arm64/v8/x",
-            "linux amd64",
-            "",
+            "/arm64",
+            "linux//arm64",
+            "linux/arm64/",
+            "linux/arm64/v8/extra",
+            "linux arm64",
+            "linux/arm64 ",
+            "linux/arm64+v8",
             "windows(/amd64",
             "windows()/amd64",
+            "windows(10.0.20348/amd64",
+            "windows(10.0.20348)x/amd64",
+            "windows(10 0)/amd64",
         ] {
-            assert!(Platform::parse(bad).is_err(), "{bad}");
+            let error = Platform::parse(bad).expect_err(bad);
+            assert_eq!(error.entry, bad);
         }
     }
 
-    /// A node platform, the image platforms it runs, and those it does not.
-    type MatchCase = (
-        &'static str,
-        &'static [&'static str],
-        &'static [&'static str],
-    );
-
-    /// containerd/platforms `compare_test.go`, `TestOnly`: what a node of each platform runs.
+    /// A node's platform, an image's, whether the node runs the image, and whether it does
+    /// under exact matching.
     #[rustfmt::skip]
-    const ONLY: [MatchCase; 12] = [
-        ("linux/amd64",
-         &["linux/amd64", "linux/386"],
-         &["linux/amd64/v2", "linux/arm/v7", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/amd64/v2",
-         &["linux/amd64", "linux/amd64/v1", "linux/amd64/v2", "linux/386"],
-         &["linux/amd64/v3", "linux/amd64/v4", "linux/arm/v7", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/386",
-         &["linux/386"],
-         &["linux/amd64", "linux/arm/v7", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("windows/amd64",
-         &["windows/amd64", "windows(10.0.17763)/amd64"],
-         &["linux/amd64", "linux/arm/v7", "linux/arm64", "windows/arm"]),
-        ("linux/arm/v8",
-         &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8"],
-         &["linux/amd64", "linux/arm/v4", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/arm/v7",
-         &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7"],
-         &["linux/amd64", "linux/arm/v4", "linux/arm/v8", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/arm/v6",
-         &["linux/arm/v5", "linux/arm/v6"],
-         &["linux/amd64", "linux/arm", "linux/arm/v4", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/arm/v5",
-         &["linux/arm/v5"],
-         &["linux/amd64", "linux/arm", "linux/arm/v4", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/arm/v4",
-         &["linux/arm/v4"],
-         &["linux/amd64", "linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "windows/amd64", "windows/arm"]),
-        ("linux/arm64/v9",
-         &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "linux/arm64/v8", "linux/arm64/v8.1", "linux/arm64/v8.2", "linux/arm64/v8.3", "linux/arm64/v8.4", "linux/arm64/v8.5", "linux/arm64/v9", "linux/arm64/v9.0"],
-         &["linux/amd64", "linux/arm/v4", "windows/amd64", "windows/arm", "linux/arm64/v8.6"]),
-        ("linux/arm64/v8.1",
-         &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "linux/arm64/v8", "linux/arm64/v8.1"],
-         &["linux/amd64", "linux/arm/v4", "linux/arm/v9", "linux/arm64/v9", "windows/amd64", "windows/arm"]),
-        ("linux/arm64",
-         &["linux/arm", "linux/arm/v5", "linux/arm/v6", "linux/arm/v7", "linux/arm/v8", "linux/arm64", "linux/arm64/v8"],
-         &["linux/amd64", "linux/arm/v4", "linux/arm/v9", "linux/arm64/v9", "windows/amd64", "windows/arm"]),
+    const SERVES: &[(&str, &str, bool, bool)] = &[
+        // the same platform, however written
+        ("linux/amd64", "linux/amd64", true, true),
+        ("linux/x86_64", "linux/amd64/v1", true, true),
+        ("linux/arm64/v8", "linux/aarch64", true, true),
+        ("linux/arm/v7", "linux/arm", true, true),
+        ("darwin/arm64", "macos/arm64", true, true),
+        // another OS never
+        ("linux/amd64", "windows/amd64", false, false),
+        ("windows/amd64", "linux/amd64", false, false),
+        ("freebsd/amd64", "linux/amd64", false, false),
+        // amd64 runs its lower levels and 386, never a higher level
+        ("linux/amd64/v3", "linux/amd64/v2", true, false),
+        ("linux/amd64/v3", "linux/amd64", true, false),
+        ("linux/amd64/v4", "linux/amd64/v3", true, false),
+        ("linux/amd64", "linux/386", true, false),
+        ("linux/amd64/v2", "linux/i386", true, false),
+        ("linux/amd64", "linux/amd64/v2", false, false),
+        ("linux/amd64/v2", "linux/amd64/v3", false, false),
+        ("linux/386", "linux/amd64", false, false),
+        // 32-bit arm runs lower variants down to v5
+        ("linux/arm/v8", "linux/arm/v7", true, false),
+        ("linux/arm/v8", "linux/arm/v5", true, false),
+        ("linux/arm/v7", "linux/arm/v6", true, false),
+        ("linux/arm/v7", "linux/armel", true, false),
+        ("linux/arm/v6", "linux/arm/v5", true, false),
+        ("linux/arm/v6", "linux/arm", false, false),
+        ("linux/arm/v7", "linux/arm/v8", false, false),
+        ("linux/armhf", "linux/arm/v7", true, true),
+        // ... never below v5; v5 and lower run only themselves
+        ("linux/arm/v7", "linux/arm/v4", false, false),
+        ("linux/arm/v5", "linux/arm/v5", true, true),
+        ("linux/arm/v5", "linux/arm/v4", false, false),
+        ("linux/arm/v4", "linux/arm/v4", true, true),
+        ("linux/arm/v4", "linux/arm/v3", false, false),
+        // 32-bit arm never runs 64-bit
+        ("linux/arm/v8", "linux/arm64", false, false),
+        // arm64 runs 32-bit arm from v8 down to v5
+        ("linux/arm64", "linux/arm/v8", true, false),
+        ("linux/arm64", "linux/arm", true, false),
+        ("linux/arm64", "linux/arm/v5", true, false),
+        ("linux/arm64", "linux/arm/v4", false, false),
+        ("linux/arm64/v8.4", "linux/arm/v6", true, false),
+        ("linux/arm64/v9.3", "linux/arm/v7", true, false),
+        // arm64 v8.x runs the v8 releases before it
+        ("linux/arm64/v8.3", "linux/arm64/v8.2", true, false),
+        ("linux/arm64/v8.3", "linux/arm64/v8.1", true, false),
+        ("linux/arm64/v8.3", "linux/arm64", true, false),
+        ("linux/arm64/v8.3", "linux/arm64/v8.4", false, false),
+        ("linux/arm64", "linux/arm64/v8.1", false, false),
+        ("linux/arm64/v8.9", "linux/arm64/v9", false, false),
+        // arm64 v9.x runs the v9 releases before it and v8 up to v8.(x+5)
+        ("linux/arm64/v9.2", "linux/arm64/v9.1", true, false),
+        ("linux/arm64/v9.2", "linux/arm64/v9", true, false),
+        ("linux/arm64/v9.2", "linux/arm64/v8.7", true, false),
+        ("linux/arm64/v9.2", "linux/arm64/v8.3", true, false),
+        ("linux/arm64/v9.2", "linux/arm64", true, false),
+        ("linux/arm64/v9.2", "linux/arm64/v8.8", false, false),
+        ("linux/arm64/v9.2", "linux/arm64/v9.3", false, false),
+        ("linux/arm64/v9", "linux/arm64/v8.5", true, false),
+        ("linux/arm64/v9", "linux/arm64/v8.6", false, false),
+        ("linux/arm64/v9", "linux/arm64/v9.1", false, false),
+        // 64-bit arm and x86 never run each other
+        ("linux/arm64", "linux/amd64", false, false),
+        ("linux/amd64/v4", "linux/arm64", false, false),
+        ("linux/amd64", "linux/arm/v7", false, false),
+        // other architectures run only themselves
+        ("linux/s390x", "linux/s390x", true, true),
+        ("linux/ppc64le", "linux/ppc64", false, false),
+        ("linux/riscv64", "linux/amd64", false, false),
+        ("linux/mips64le", "linux/mips64le", true, true),
+        // a Windows node that names a build runs images of that build, or of none
+        ("windows(10.0.20348)/amd64", "windows(10.0.20348.2340)/amd64", true, true),
+        ("windows(10.0.20348)/amd64", "windows(10.0.20348)/amd64", true, true),
+        ("windows(10.0.20348.2340)/amd64", "windows(10.0.20348)/amd64", true, true),
+        ("windows(10.0.20348)/amd64", "windows/amd64", true, true),
+        ("windows(10.0.20348)/amd64", "windows(10.0.26100.1)/amd64", false, false),
+        // ... a build is matched whole, never as a string prefix
+        ("windows(10.0.2034)/amd64", "windows(10.0.20348)/amd64", false, false),
+        ("windows(10.0.20348)/amd64", "windows(10.0.203481)/amd64", false, false),
+        // ... and its architecture still must match
+        ("windows(10.0.20348)/amd64", "windows(10.0.20348.2340)/arm64", false, false),
+        // a node without a build runs any build
+        ("windows/amd64", "windows(10.0.26100.1)/amd64", true, true),
+        ("windows/arm64", "windows(10.0.26100.1)/arm64", true, true),
     ];
 
-    /// containerd/platforms `compare_test.go`, `TestOnlyStrict`, condensed.
-    #[rustfmt::skip]
-    const ONLY_STRICT: [MatchCase; 5] = [
-        ("linux/amd64",
-         &["linux/amd64"],
-         &["linux/386", "linux/arm/v7", "linux/arm64", "windows/amd64"]),
-        ("windows(10.0.17763)/amd64",
-         &["windows/amd64", "windows(10.0.17763)/amd64"],
-         &["linux/amd64", "windows/arm"]),
-        ("linux/arm/v7",
-         &["linux/arm", "linux/arm/v7"],
-         &["linux/arm/v5", "linux/arm/v6", "linux/arm/v8", "linux/arm64"]),
-        ("linux/arm64/v9",
-         &["linux/arm64/v9", "linux/arm64/v9.0"],
-         &["linux/arm/v8", "linux/arm64/v8", "linux/arm64/v8.1"]),
-        ("linux/arm64",
-         &["linux/arm64", "linux/arm64/v8"],
-         &["linux/arm", "linux/arm/v8", "linux/arm64/v9"]),
-    ];
+    #[test]
+    fn a_node_runs_the_images_its_platform_is_compatible_with() {
+        for (node, image, served, strictly) in SERVES {
+            let (node_platform, image_platform) = (p(node), p(image));
+            assert_eq!(
+                node_platform.is_served_by(&image_platform),
+                *served,
+                "{node} runs {image}"
+            );
+            assert_eq!(
+                node_platform.is_served_strictly_by(&image_platform),
+                *strictly,
+                "{node} runs {image} under exact matching"
+            );
+        }
+    }
 
-    fn assert_matches(
-        cases: &[MatchCase],
-        name: &str,
-        matches: impl Fn(&Platform, &Platform) -> bool,
-    ) {
-        for (node, runs, refuses) in cases {
-            for image in *runs {
-                assert!(
-                    matches(&p(node), &p(image)),
-                    "{name}({node}) should match {image}"
-                );
-            }
-            for image in *refuses {
-                assert!(
-                    !matches(&p(node), &p(image)),
-                    "{name}({node}) should not match {image}"
-                );
+    #[test]
+    fn compatibility_is_reflexive_one_way_and_wider_than_exact_matching() {
+        let platforms: Vec<Platform> = SERVES
+            .iter()
+            .flat_map(|(node, image, _, _)| [p(node), p(image)])
+            .collect();
+        for a in &platforms {
+            assert!(a.is_served_by(a) && a.is_served_strictly_by(a), "{a}");
+            for b in &platforms {
+                if a.is_served_strictly_by(b) {
+                    assert!(a.is_served_by(b), "{a} strictly runs {b}");
+                }
+                if a != b && a.os_version.is_none() && b.os_version.is_none() {
+                    assert!(
+                        !(a.is_served_by(b) && b.is_served_by(a)),
+                        "{a} and {b} run each other"
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn only_matches_as_containerd_does() {
-        assert_matches(&ONLY, "Only", Platform::is_served_by);
+    fn unknown_platforms_are_attestations() {
+        for (entry, attestation) in [
+            ("unknown/unknown", true),
+            ("unknown/amd64", true),
+            ("linux/unknown", true),
+            ("linux/amd64", false),
+            ("windows/arm64", false),
+        ] {
+            assert_eq!(p(entry).is_attestation(), attestation, "{entry}");
+        }
     }
 
     #[test]
-    fn only_strict_matches_as_containerd_does() {
-        assert_matches(&ONLY_STRICT, "OnlyStrict", Platform::is_served_strictly_by);
-    }
-
-    #[test]
-    fn windows_builds_must_match_when_the_node_names_one() {
-        let node = p("windows(10.0.17763)/amd64");
-        let image = |version: &str| Platform::new("windows", "amd64", None, Some(version));
-        assert!(node.is_served_by(&image("10.0.17763.5830")));
-        assert!(!node.is_served_by(&image("10.0.20348.2113")));
-        assert!(
-            node.is_served_by(&p("windows/amd64")),
-            "an image without a build runs anywhere"
+    fn missing_names_the_required_platforms_nothing_serves() {
+        let available = [p("linux/amd64/v2"), p("linux/arm/v7")];
+        let required = [
+            p("linux/amd64/v3"),
+            p("linux/amd64"),
+            p("linux/arm64"),
+            p("linux/arm/v6"),
+            p("linux/s390x"),
+        ];
+        assert_eq!(
+            list(&missing(&required, &available)),
+            "linux/amd64, linux/arm/v6, linux/s390x"
         );
+        assert!(missing(&required[..1], &available).is_empty());
+        assert_eq!(
+            list(&missing(&required[..2], &[])),
+            "linux/amd64/v3, linux/amd64"
+        );
+        assert_eq!(list(&[] as &[Platform]), "none");
+    }
+
+    #[test]
+    fn index_entries_are_read_from_an_index_only() {
+        let index = json!({"manifests": [
+            {"digest": "sha256:a1", "platform": {"os": "linux", "architecture": "aarch64"}},
+            {"digest": "sha256:b2"},
+            {"platform": {"os": "linux"}}]});
+        let entries = index_entries(&index).expect("an index");
+        assert_eq!(
+            entries,
+            [
+                IndexEntry {
+                    platform: Some(p("linux/arm64")),
+                    digest: "sha256:a1".into()
+                },
+                IndexEntry {
+                    platform: None,
+                    digest: "sha256:b2".into()
+                },
+                IndexEntry {
+                    platform: None,
+                    digest: String::new()
+                },
+            ]
+        );
+        assert_eq!(index_entries(&json!({"config": {}, "layers": []})), None);
     }
 
     #[test]
