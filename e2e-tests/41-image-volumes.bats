@@ -138,7 +138,7 @@ check_volume_kind() {
     run -0 --separate-stderr run_recorded "$req"
     assert_rejected
     assert_message_contains "- volume \"model\" image \"$REG_ANON/ML/Model:v1\": invalid image reference" \
-      "repository name must be lowercase" "InvalidImageName"
+      'repository path component "ML" has uppercase letters' "InvalidImageName"
     assert_session_never_mentions "$SESSION" "ML/Model"
   done
 }

@@ -50,23 +50,23 @@ check_invalid() {
 }
 
 @test "invalid reference: empty path component" {
-  check_invalid "Registry.Example.com//x" "invalid reference format"
+  check_invalid "Registry.Example.com//x" "the repository path has an empty component"
 }
 
 @test "invalid reference: uppercase repository" {
-  check_invalid "$REG_ANON/Team/App:1" "repository name must be lowercase"
+  check_invalid "$REG_ANON/Team/App:1" 'repository path component "Team" has uppercase letters'
 }
 
 @test "invalid reference: uppercase repository on Docker Hub" {
-  check_invalid "docker.io/Foo/bar:1" "repository name must be lowercase"
+  check_invalid "docker.io/Foo/bar:1" 'repository path component "Foo" has uppercase letters'
 }
 
 @test "invalid reference: a bare 64-hex name" {
-  check_invalid "$(printf 'ab%.0s' {1..32})" "64-byte hexadecimal"
+  check_invalid "$(printf 'ab%.0s' {1..32})" "a bare 64-digit hex string is an image ID"
 }
 
 @test "invalid reference: a bad tag" {
-  check_invalid "$REG_ANON/team/app:-bad" "invalid reference format"
+  check_invalid "$REG_ANON/team/app:-bad" 'tag "-bad" is not letters, digits'
 }
 
 @test "invalid settings: an unknown field is refused, naming it" {

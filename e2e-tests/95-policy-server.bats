@@ -353,7 +353,7 @@ setup() {
   assert_rejected
   assert_message_is "the images must exist or come from a trusted registry"
   assert_causes_are spec.policies.images spec.policies.trusted
-  assert_cause_contains spec.policies.images "container \"app\"" "invalid image reference" "repository name must be lowercase"
+  assert_cause_contains spec.policies.images "container \"app\"" "invalid image reference" 'repository path component "Team" has uppercase letters'
   assert_cause_contains spec.policies.trusted "container \"app\"" "invalid image reference"
 }
 

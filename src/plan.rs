@@ -194,7 +194,7 @@ impl Check {
 /// the API server refuses a Pod without one (`image: Required value`, or leading and trailing
 /// whitespace), so no kubelet is ever asked to pull it, and a template's blank image is a
 /// placeholder some tools fill in later. Nothing to look up, and nothing proven: `notLookedUp`,
-/// saying so, rather than the parser's "repository name must have at least one component".
+/// saying so, rather than the parser's "the reference is empty".
 fn parse_image(image: &str) -> Result<ImageReference, Failure> {
     if image.trim().is_empty() {
         let what = if image.is_empty() {

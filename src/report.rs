@@ -255,7 +255,7 @@ mod tests {
             finding(
                 "docker.io/Team/x",
                 FailureKind::InvalidReference,
-                "repository name must be lowercase",
+                "repository path component \"Team\" has uppercase letters",
             ),
         ];
         let decision = decide(&resource(), &findings, &[], &Actions::default());
@@ -269,7 +269,7 @@ mod tests {
             "- container \"app\" image \"ngnix:1.25\" (docker.io/library/ngnix:1.25): not found on registry docker.io: manifest unknown. Hint: check that the tag or digest was pushed to docker.io/library/ngnix"
         ), "{message}");
         assert!(message.contains(
-            "- container \"app\" image \"docker.io/Team/x\": invalid image reference: repository name must be lowercase. Hint:"
+            "- container \"app\" image \"docker.io/Team/x\": invalid image reference: repository path component \"Team\" has uppercase letters. Hint:"
         ), "{message}");
     }
 
@@ -312,7 +312,7 @@ mod tests {
             &[finding(
                 &image,
                 FailureKind::InvalidReference,
-                "repository name must not be more than 255 characters",
+                "the repository path is 100000 characters long; at most 255 are allowed",
             )],
             &[],
             &Actions::default(),

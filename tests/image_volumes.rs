@@ -184,7 +184,7 @@ fn an_invalid_volume_reference_is_refused_without_a_lookup_whatever_its_pull_pol
         assert_eq!(response["accepted"], false, "{policy}: {response}");
         let message = message(&response);
         assert!(
-            message.contains("- volume \"model\" image \"registry.example.com/ML/Model:v1\": invalid image reference: repository name must be lowercase"),
+            message.contains("- volume \"model\" image \"registry.example.com/ML/Model:v1\": invalid image reference: repository path component \"ML\" has uppercase letters"),
             "{policy}: {message}"
         );
         assert!(

@@ -174,7 +174,7 @@ fn invalid_references_are_rejected_with_the_reason_even_under_never() {
     let message = message(&response);
     assert!(message.contains("1 image will not pull"), "{message}");
     assert!(message.contains(
-        "container \"app\" image \"registry.example.com/Team/App:1\": invalid image reference: repository name must be lowercase"
+        "container \"app\" image \"registry.example.com/Team/App:1\": invalid image reference: repository path component \"Team\" has uppercase letters"
     ), "{message}");
     // An empty image is no reference: nothing to look up, nothing proven; it is not rejected as
     // an invalid reference but warned about as having nothing to look up.
@@ -367,7 +367,8 @@ fn pods_with_a_thousand_containers_and_huge_images_decide() {
     let response = run(&request, json!({}), &host);
     assert_eq!(response["accepted"], false);
     assert_eq!(host.digest_calls().len(), 1001);
-    assert!(message(&response).contains("repository name must not be more than 255 characters"));
+    assert!(message(&response)
+        .contains("the repository path is 100000 characters long; at most 255 are allowed"));
 }
 
 /// Six images on `registry.example.com`, each lookup taking `latency` on the simulated clock.

@@ -46,6 +46,8 @@ const LOOKUP_PATTERNS: [(HostErrorKind, &[&str]); 4] = [
     (HostErrorKind::Refused, REFUSALS),
     (
         HostErrorKind::InvalidReference,
+        // The host's reference parsers' words (oci-client's, kwctl's), matched as they say
+        // them; the policy's own parser words its refusals differently.
         &[
             "invalid reference format",
             "repository name must be lowercase",
