@@ -119,7 +119,7 @@ impl DockerConfig {
                 }
                 Some(Credential::IdentityToken) => {
                     eprintln!(
-                        "policy-host: IdentityToken credential not supported for {registry}. Using anonymous instead"
+                        "policy-host: the credential for {registry} is an identity token, which this client does not use: looking up anonymously"
                     );
                     return RegistryAuth::Anonymous;
                 }

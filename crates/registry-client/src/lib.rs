@@ -1,5 +1,5 @@
-//! Registry access, following policy-fetcher's `Registry`: the test host's registry client
-//! (`e2e-tests/host`) and the lookup broker's (`broker/`), one implementation for both.
+//! Registry access for the test host (`e2e-tests/host`) and the lookup broker (`broker/`),
+//! one implementation for both.
 //!
 //! Every operation parses the reference like `oci_client::Reference`
 //! (`busybox` → `docker.io/library/busybox:latest`), picks credentials from
@@ -8,8 +8,10 @@
 //! without verification, then plain HTTP; only the last error is reported.
 //! [`credential_loop`] is the kubelet's credential loop and what a registry's answer proves,
 //! shared by the broker and the test host's `oci/v1/resolve_images`.
-//! Errors are [`RegistryError`], whose `Display`/`source` chain matches
-//! policy-fetcher's so that `{:?}` gives the texts guests see upstream.
+//! Errors are [`RegistryError`]. The variants a guest sees (a lookup's failure) keep the
+//! `Display`/`source` chain of policy-fetcher's errors, so that `{:?}` gives the texts a guest
+//! gets from a policy server, which the policy classifies by substring
+//! (`src/host/error.rs`); the texts of the others are this client's own.
 
 pub mod auth;
 pub mod credential_loop;
@@ -36,7 +38,12 @@ use docker_config::DockerConfig;
 use pool::{Pool, UrlSlot};
 use sources::{Certificate, Sources};
 
-/// Errors of registry operations; texts follow policy-fetcher's `RegistryError`.
+/// Errors of registry operations.
+///
+/// The prefixes `Fail to interact with OCI registry: ` and `Invalid OCI image reference: ` are
+/// policy-fetcher's, kept word for word: guests receive them as from a policy server, the
+/// policy strips the first before classifying (`src/host/error.rs`), recorded sessions hold
+/// them, and the e2e suites compare them (`45-certainty.bats` the second).
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// Anything oci-client reports (HTTP status, OCI error envelope, transport).
@@ -53,20 +60,27 @@ pub enum RegistryError {
     /// The image reference does not parse.
     #[error("Invalid OCI image reference: {0}")]
     InvalidReference(#[from] oci_client::ParseError),
-    /// The registry answered a push with an unusable manifest URL.
-    #[error("{0}")]
-    BuildImmutableReference(String),
+    /// The registry took a push, but the manifest URL it answered with does not end in the
+    /// stored manifest's digest, so there is no immutable reference to report.
+    #[error("the registry took the push but named no manifest digest: {manifest_url}")]
+    PushedWithoutDigest {
+        /// The manifest URL the registry answered with.
+        manifest_url: String,
+    },
     /// A push destination without the `registry://` scheme.
-    #[error("Invalid destination format")]
+    #[error("a push destination is written registry://HOST[:PORT]/REPOSITORY[:TAG]")]
     InvalidDestination,
+    /// No protocol was left to try for a registry (its sources allow none).
+    #[error("no protocol to try for the registry")]
+    NoProtocol,
     /// A registry answer that is not the JSON expected.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
     /// A pulled policy artifact without layers.
-    #[error("could not pull policy {0}: empty layers")]
+    #[error("the artifact {0} holds no wasm layer")]
     EmptyLayers(String),
     /// A pulled policy artifact whose layer is not a wasm module.
-    #[error("invalid wasm file")]
+    #[error("the artifact's layer is not a wasm module")]
     InvalidWasm,
 }
 
@@ -96,7 +110,7 @@ pub enum ConfigError {
         source: Box<ConfigError>,
     },
     /// A certificate file named by `sources.yaml` could not be read.
-    #[error("Cannot read certificate from file: {}", path.display())]
+    #[error("cannot read the certificate authority {}", path.display())]
     Certificate {
         /// The file.
         path: std::path::PathBuf,
@@ -536,8 +550,8 @@ impl RegistryClient {
         Ok(data)
     }
 
-    /// Push `policy` to `destination` (`registry://host:port/repo:tag`) the way
-    /// policy-fetcher does: config blob `{}` of type
+    /// Push `policy` to `destination` (`registry://host:port/repo:tag`) as a Kubewarden
+    /// policy artifact, the layout policy-server and kwctl pull: config blob `{}` of type
     /// `application/vnd.wasm.config.v1+json`, one layer of type
     /// `application/vnd.wasm.content.layer.v1+wasm`, `annotations` on the
     /// manifest. Returns `(immutable reference, digest)`.
@@ -582,22 +596,31 @@ impl RegistryClient {
                 },
             )
             .await?;
-        let digest = manifest_url
-            .rsplit_once('/')
-            .map(|(_, d)| d.to_owned())
-            .filter(|d| d.starts_with("sha256:") || d.starts_with("sha512:"))
-            .ok_or_else(|| {
-                RegistryError::BuildImmutableReference(format!(
-                    "Cannot extract manifest digest from the OCI registry response: {manifest_url}"
-                ))
-            })?;
+        let digest = pushed_digest(&manifest_url)?;
         let immutable = format!(
             "{}/{}@{digest}",
             reference.registry(),
             reference.repository()
         );
-        Ok((immutable, digest))
+        Ok((immutable, digest.to_owned()))
     }
+}
+
+/// The digest a push's manifest URL names. The distribution API answers a stored manifest
+/// with its location, `…/v2/<repository>/manifests/<digest>`, possibly with a query; the
+/// digest must be one [`is_supported_digest`] accepts, since it becomes the immutable
+/// reference reported for the push.
+fn pushed_digest(manifest_url: &str) -> Result<&str, RegistryError> {
+    let path = manifest_url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(manifest_url);
+    path.rsplit_once("/manifests/")
+        .map(|(_, digest)| digest)
+        .filter(|digest| is_supported_digest(digest))
+        .ok_or_else(|| RegistryError::PushedWithoutDigest {
+            manifest_url: manifest_url.to_owned(),
+        })
 }
 
 #[cfg(test)]
@@ -667,6 +690,63 @@ mod tests {
         ];
         for image in &left {
             assert_eq!(plain_reference(image), None, "{image}");
+        }
+    }
+
+    #[test]
+    fn a_push_answer_ending_in_a_digest_gives_that_digest() {
+        let sha256 = format!("sha256:{}", "3f".repeat(32));
+        let sha512 = format!("sha512:{}", "0a".repeat(64));
+        let answers = [
+            (
+                format!("https://registry.example.test/v2/team-a/app/manifests/{sha256}"),
+                &sha256,
+            ),
+            (
+                format!("http://127.0.0.1:5000/v2/policies/pinning/manifests/{sha512}"),
+                &sha512,
+            ),
+            // a query (oci-client adds `?ns=` for a mirrored namespace) is not the digest's
+            (
+                format!(
+                    "https://mirror.example.test/v2/team-a/app/manifests/{sha256}?ns=docker.io"
+                ),
+                &sha256,
+            ),
+        ];
+        for (manifest_url, digest) in &answers {
+            assert_eq!(
+                pushed_digest(manifest_url).ok(),
+                Some(digest.as_str()),
+                "{manifest_url}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_push_answer_without_a_usable_digest_is_an_error_naming_it() {
+        let hex = "3f".repeat(32);
+        let answers = [
+            // the tag pushed to, not what was stored
+            "https://registry.example.test/v2/team-a/app/manifests/v1".to_owned(),
+            // a digest of the wrong length, or of an algorithm oci-spec does not take
+            "https://registry.example.test/v2/team-a/app/manifests/sha256:3f3f".to_owned(),
+            format!("https://registry.example.test/v2/team-a/app/manifests/md5:{hex}"),
+            // a digest, but of a blob
+            format!("https://registry.example.test/v2/team-a/app/blobs/sha256:{hex}"),
+            format!("https://registry.example.test/v2/team-a/app/manifests/sha256:{hex}/"),
+            String::new(),
+        ];
+        for manifest_url in &answers {
+            match pushed_digest(manifest_url) {
+                Err(error @ RegistryError::PushedWithoutDigest { .. }) => {
+                    assert!(
+                        error.to_string().ends_with(manifest_url.as_str()),
+                        "{error}"
+                    );
+                }
+                other => panic!("{manifest_url}: {other:?}"),
+            }
         }
     }
 }

@@ -433,8 +433,7 @@ impl Pool {
             let response = session.send(method, accept).await?;
             return Ok((session, response));
         }
-        Err(last
-            .unwrap_or_else(|| RegistryError::BuildImmutableReference("no protocol to try".into())))
+        Err(last.unwrap_or(RegistryError::NoProtocol))
     }
 
     /// The authorization for `auth` given the registry's challenge. A token
