@@ -107,7 +107,8 @@ fn load(
     let validation = policy.validate_settings(settings);
     if !validation.valid {
         bail!(
-            "Provided settings are not valid: {}",
+            "{}{}",
+            crate::run::SETTINGS_REFUSED,
             validation.message.unwrap_or_default()
         );
     }

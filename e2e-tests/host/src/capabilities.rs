@@ -4,7 +4,9 @@
 //! sees: binding first, then the host-capability allow-list (never for
 //! `tracing`), then the namespace/operation, then the payload, then the
 //! `contextAwareResources` gate, then the evaluation itself. Errors are plain
-//! `Err` values handed back to the guest, never traps.
+//! `Err` values handed back to the guest, never traps. Their texts are
+//! policy-evaluator's, word for word: the policy classifies them by substring
+//! (`src/host/error.rs`), and the README's table and `tests/host.bats` pin them.
 
 use std::sync::{Arc, Mutex};
 
@@ -150,7 +152,7 @@ impl HostCapabilities {
             return Ok(());
         }
         eprintln!(
-            "policy-host: policy tried to use host capability '{capability}', allowed: '{}'",
+            "policy-host: refused {capability}, not in --host-capabilities '{}'",
             self.allow_list
         );
         Err(format!(

@@ -101,7 +101,9 @@ impl ClusterStore {
         }
     }
 
-    /// `kubernetes/get_resource`; the error text is upstream's.
+    /// `kubernetes/get_resource`. The error text is policy-evaluator's, word for word: the
+    /// guest gets it as from a policy server, and the policy reads `Cannot find` as an
+    /// absent object (`src/host/error.rs`).
     pub fn get(
         &self,
         api_version: &str,

@@ -41,7 +41,8 @@ impl LiveBackend {
     }
 
     fn cluster(&self) -> Result<&ClusterStore> {
-        // Same text policy-evaluator uses when it has no Kubernetes client.
+        // policy-evaluator's text when it has no Kubernetes client, kept word for word: the
+        // guest gets it as from `kwctl run` without a cluster (README's error table).
         self.cluster
             .as_ref()
             .ok_or_else(|| anyhow!("kube::Client was not initialized properly"))

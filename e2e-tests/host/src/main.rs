@@ -1,9 +1,9 @@
 //! `policy-host`: a Kubewarden-compatible test host for waPC policies.
 //!
 //! kwctl cannot be installed where this project's tests run, so this binary
-//! stands in for `kwctl run`, `kwctl annotate` and `kwctl push`, built on the
-//! crates policy-evaluator itself uses (wapc, wasmtime-provider, oci-client)
-//! so that guests see the same protocol, payloads and error texts.
+//! stands in for `kwctl run`, `kwctl annotate` and `kwctl push`: waPC on wasmtime and
+//! lookups through oci-client, as policy-evaluator runs them, so that guests see the same
+//! protocol, payloads and error texts.
 
 mod allow_list;
 mod annotate;

@@ -26,6 +26,10 @@ use crate::oci::RegistryClient;
 use crate::runtime::PolicyRuntime;
 use crate::session::{Recorder, Replayer};
 
+/// Starts the line `run` (and `bench`) print when the guest refuses its settings. Kept word
+/// for word: it is kwctl's, and the e2e suites, which run on kwctl too, look for it on stderr.
+pub const SETTINGS_REFUSED: &str = "Provided settings are not valid: ";
+
 /// Outcome of `run`, mapped to the process exit code by `main`.
 pub enum RunOutcome {
     /// A response was printed (accepted or rejected): exit 0.
@@ -167,7 +171,7 @@ pub fn run(args: &RunArgs, runtime: &Runtime) -> Result<RunOutcome> {
     let settings_validation = policy.validate_settings(&settings);
     if !settings_validation.valid {
         eprintln!(
-            "Provided settings are not valid: {}",
+            "{SETTINGS_REFUSED}{}",
             settings_validation.message.unwrap_or_default()
         );
         capabilities.finish()?;

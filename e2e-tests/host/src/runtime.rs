@@ -22,7 +22,7 @@ mod wasi;
 use self::wapc::{HasWapc, WapcState};
 use self::wasi::{Exit, HasWasi, WasiState};
 use crate::capabilities::HostCapabilities;
-use crate::response::{AdmissionResponse, PolicyValidationResponse, SettingsValidationResponse};
+use crate::response::{AdmissionResponse, GuestVerdict, Reply, SettingsVerdict};
 
 /// Where wasmtime caches compiled modules, like kwctl does: compiling a
 /// policy with cranelift dominates a run's time, and the e2e suite runs the
@@ -92,7 +92,8 @@ fn precompiled(engine: &wasmtime::Engine, module: &[u8], dir: &Path) -> Result<w
 /// guest call runs at most one tick past its time-out.
 const EPOCH_TICK: Duration = Duration::from_millis(100);
 
-/// What policy-server answers when an evaluation ran past `--policy-timeout`.
+/// What policy-server answers when an evaluation ran past `--policy-timeout`, word for word:
+/// `bench` reports a call past its time-out as the server would, and the README quotes it.
 pub const INTERRUPTED: &str =
     "Policy execution interrupted because it exceeded the allowed execution time";
 
@@ -256,37 +257,22 @@ impl PolicyPre {
     }
 }
 
-/// A failed guest call: with the words and `Debug` form of
-/// `wapc::errors::Error::GuestCallFailure`, which the messages below keep, or stopped at its
-/// deadline, with policy-server's words.
+/// A guest call that gave no answer: it failed (an error the guest reported, or a trap), or
+/// it was stopped at its deadline.
+#[derive(Debug)]
 enum GuestCallFailure {
     Failed(String),
     Interrupted,
 }
 
-impl GuestCallFailure {
-    fn reason(&self) -> &str {
-        match self {
-            Self::Failed(reason) => reason,
-            Self::Interrupted => INTERRUPTED,
-        }
-    }
-}
-
 impl std::fmt::Display for GuestCallFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // `Guest call failure: ` is the wapc crate's text, which policy-server puts in its
+            // answer to a failing guest; `tests/host.bats` and the README pin it.
             Self::Failed(reason) => write!(f, "Guest call failure: {reason}"),
             Self::Interrupted => f.write_str(INTERRUPTED),
         }
-    }
-}
-
-impl std::fmt::Debug for GuestCallFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("GuestCallFailure")
-            .field(&self.reason())
-            .finish()
     }
 }
 
@@ -333,46 +319,40 @@ impl PolicyRuntime {
             .map_err(GuestCallFailure::Failed)
     }
 
-    /// Call the guest's `validate_settings`. A failed call counts as invalid
-    /// settings, with upstream's message.
-    pub fn validate_settings(&self, settings: &Value) -> SettingsValidationResponse {
-        let payload = settings.to_string();
-        match self.guest_call("validate_settings", payload.as_bytes()) {
-            Ok(res) => {
-                serde_json::from_slice(&res).unwrap_or_else(|e| SettingsValidationResponse {
-                    valid: false,
-                    message: Some(format!("error: {e:?}")),
-                })
-            }
-            Err(err) => SettingsValidationResponse {
-                valid: false,
-                message: Some(format!(
-                    "Error invoking settings validation callback: {err:?}"
-                )),
-            },
+    /// Asks the guest whether it takes `settings`. Settings are taken only on the guest's
+    /// own `valid: true`: a call that fails, or an answer that is not a settings verdict,
+    /// refuses them, the message saying which.
+    pub fn validate_settings(&self, settings: &Value) -> SettingsVerdict {
+        let refused = |message: String| SettingsVerdict {
+            valid: false,
+            message: Some(message),
+        };
+        match self.guest_call("validate_settings", settings.to_string().as_bytes()) {
+            Ok(answer) => serde_json::from_slice(&answer).unwrap_or_else(|e| {
+                refused(format!(
+                    "the guest's validate_settings answer is not a settings verdict: {e}"
+                ))
+            }),
+            Err(failure) => refused(format!(
+                "the guest's validate_settings call failed: {failure}"
+            )),
         }
     }
 
-    /// Call the guest's `validate` with `{"request":…,"settings":…}` and turn
-    /// the outcome into an AdmissionResponse; a guest error becomes a 500.
+    /// Calls the guest's `validate` with `{"request":…,"settings":…}`; its verdict becomes
+    /// the AdmissionResponse ([`Reply::verdict`]), and a call that gives none a 500
+    /// ([`Reply::failure`]).
     pub fn validate(&self, settings: &Value, request: &Value) -> AdmissionResponse {
-        let uid = request
-            .get("uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let req_obj = request.get("object");
+        let reply = Reply::to(request);
         let params = json!({ "request": request, "settings": settings });
         match self.guest_call("validate", params.to_string().as_bytes()) {
-            Ok(res) => serde_json::from_slice::<PolicyValidationResponse>(&res)
-                .map_err(|e| anyhow!("cannot deserialize policy validation response: {e}"))
-                .and_then(|r| {
-                    AdmissionResponse::from_policy_validation_response(uid.clone(), req_obj, &r)
-                })
-                .unwrap_or_else(|e| {
-                    AdmissionResponse::reject_internal_server_error(uid.clone(), e.to_string())
-                }),
-            Err(e) => AdmissionResponse::reject_internal_server_error(uid, e.to_string()),
+            Ok(answer) => match serde_json::from_slice::<GuestVerdict>(&answer) {
+                Ok(verdict) => reply.verdict(&verdict),
+                Err(e) => reply.failure(format_args!(
+                    "the guest's validate answer is not a verdict: {e}"
+                )),
+            },
+            Err(failure) => reply.failure(failure),
         }
     }
 
@@ -437,6 +417,22 @@ mod tests {
             KubernetesAccess::All,
             Box::new(NoBackend),
         ))
+    }
+
+    #[test]
+    fn settings_are_refused_when_the_guest_gives_no_verdict() {
+        let timeout = Some(Duration::from_millis(100));
+        let pre = PolicyPre::with_engine(SPINNING_GUEST, capabilities(), None, timeout)
+            .expect("the module loads");
+        let policy = pre.instantiate().expect("the module instantiates");
+        let verdict = policy.validate_settings(&json!({"exemptImages": ["team-a/*"]}));
+        assert!(!verdict.valid);
+        assert_eq!(
+            verdict.message,
+            Some(format!(
+                "the guest's validate_settings call failed: {INTERRUPTED}"
+            ))
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl Backend for Recorder {
                 payload: String::from_utf8(
                     redact_pull_secrets(payload).unwrap_or_else(|| payload.clone()),
                 )
-                .context("cannot convert response payload to utf8")?,
+                .context("the answer to record is not UTF-8 text")?,
             },
             Err(e) => Response::Error {
                 message: e.to_string(),
@@ -102,7 +102,7 @@ impl Backend for Recorder {
     fn finish(&mut self) -> Result<()> {
         std::fs::write(&self.destination, to_yaml(&self.exchanges)?).with_context(|| {
             format!(
-                "Cannot save context aware session to file {}",
+                "cannot write the recorded session to {}",
                 self.destination.display()
             )
         })
@@ -205,15 +205,11 @@ pub struct Replayer {
 impl Replayer {
     /// Load and parse a session file up front so a broken fixture fails fast.
     pub fn from_path(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| {
-            format!(
-                "Cannot open host capabilities interactions file {}",
-                path.display()
-            )
-        })?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the session to replay, {}", path.display()))?;
         Self::from_exchanges(
             from_yaml(&text)
-                .with_context(|| format!("cannot deserialize contents of {}", path.display()))?,
+                .with_context(|| format!("{} is not a session file", path.display()))?,
         )
     }
 
@@ -225,7 +221,7 @@ impl Replayer {
                 let request: CallbackRequestType =
                     serde_yaml::from_str(&e.request).with_context(|| {
                         format!(
-                            "Cannot deserialize recorded request into `CallbackRequestType`: {}",
+                            "a recorded request of no kind this host knows: {}",
                             e.request
                         )
                     })?;
@@ -239,6 +235,9 @@ impl Replayer {
     }
 }
 
+/// The two replay errors a guest can see are kwctl's texts, word for word: a session replays
+/// on kwctl and on this host alike, the README lists them, `tests/host.bats` pins the
+/// mismatch and `e2e-tests/sessions/record.sh` looks for `Replay error` in a response.
 impl Backend for Replayer {
     fn evaluate(&mut self, request: &CallbackRequestType) -> Result<Vec<u8>> {
         let index = self.cursor;
@@ -266,7 +265,7 @@ impl Backend for Replayer {
     fn finish(&mut self) -> Result<()> {
         if self.cursor < self.exchanges.len() {
             eprintln!(
-                "policy-host: some of the recorded exchanges have not been replayed (replayed {}, total {})",
+                "policy-host: the request asked for {} of the session's {} recorded answers",
                 self.cursor,
                 self.exchanges.len()
             );
