@@ -1153,21 +1153,9 @@ mod tests {
         assert_eq!(reference.name(), "[::1]:5000/team/app");
     }
 
-    /// `../shared/vectors/<file>` beside the workspace root (the directory holding
-    /// `Cargo.lock`), or in `shared/` beside one of its further ancestors (a git worktree kept
-    /// a level down), as a list of cases; `None`, said on stderr, when it is not there.
+    /// The cases of a shared vector file, `None` (said on stderr) when it is absent.
     fn shared_vectors(file: &str) -> Option<Vec<serde_json::Value>> {
-        let text = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .find(|dir| dir.join("Cargo.lock").is_file())
-            .into_iter()
-            .flat_map(|root| root.ancestors().skip(1))
-            .find_map(|dir| std::fs::read_to_string(dir.join("shared/vectors").join(file)).ok());
-        let Some(text) = text else {
-            eprintln!("skipped: ../shared/vectors/{file} not present");
-            return None;
-        };
-        Some(serde_json::from_str(&text).expect(file))
+        crate::testing::shared_vectors(file)
     }
 
     /// A string field of a vector case, `None` when null or absent.

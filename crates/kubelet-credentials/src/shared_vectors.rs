@@ -9,35 +9,18 @@
 //! kubelet's rules on any string, every case also runs with its raw `image` against
 //! `expected_matching_keys`. No case needs an exception.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
 use super::keyring::{is_default_registry_match, urls_match_str};
 use super::{Credential, Keyring};
 
-/// The file, relative to the workspace root.
-const VECTORS: &str = "../shared/vectors/keyring-match.json";
-
-/// The nearest directory above this crate holding `Cargo.lock`: the workspace root.
-fn workspace_root() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .ancestors()
-        .find(|dir| dir.join("Cargo.lock").is_file())
-        .expect("a Cargo.lock above the crate")
-        .to_path_buf()
-}
-
-/// The cases, or `None` when the file is absent.
+/// The cases, or `None` (said on stderr) when the vectors are not beside the workspace.
 fn cases() -> Option<Vec<Value>> {
-    let path = workspace_root().join(VECTORS);
-    if !path.exists() {
-        return None;
-    }
-    let text = std::fs::read_to_string(&path).expect("readable vectors");
-    Some(serde_json::from_str(&text).expect("a JSON array of cases"))
+    crate::testing::shared_vectors(VECTORS)
 }
+
+/// The file, in the shared vectors.
+const VECTORS: &str = "keyring-match.json";
 
 /// A string field of a case.
 fn text<'a>(case: &'a Value, field: &str) -> &'a str {
@@ -90,7 +73,6 @@ fn run_lookup(case: &Value, failures: &mut Vec<String>) -> usize {
 #[test]
 fn shared_keyring_vectors() {
     let Some(cases) = cases() else {
-        eprintln!("skipped: {VECTORS} not present");
         return;
     };
     assert!(!cases.is_empty(), "{VECTORS} holds no case");

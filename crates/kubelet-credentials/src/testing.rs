@@ -10,6 +10,28 @@ use serde_json::{json, Value};
 /// their objects.
 pub const NAMESPACE: &str = "team-a";
 
+/// The cases of `file` in the shared test vectors: `../shared/vectors/<file>` beside the
+/// workspace (data gathered from upstream projects' tests, kept outside this repository and
+/// absent from a user's clone). `None`, said on stderr so that `cargo test` shows the skip, when
+/// the file is not there.
+///
+/// # Panics
+/// When the file is there but is not a JSON list: a broken vector is a failed test.
+pub fn shared_vectors(file: &str) -> Option<Vec<Value>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())?;
+    let path = root.join("../shared/vectors").join(file);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: ../shared/vectors/{file} not present");
+        return None;
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Array(cases)) => Some(cases),
+        _ => panic!("{} is not a JSON list of cases", path.display()),
+    }
+}
+
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding (Go's `base64.StdEncoding`): how the API serves Secret `data`
