@@ -1,9 +1,10 @@
 //! The typed form of a guest's request to the host.
 //!
-//! This mirrors policy-evaluator's `CallbackRequestType`: its variant and field
-//! names are what kwctl writes into recorded sessions (serde_yaml renders the
-//! variant as a YAML tag such as `!OciManifestDigest`), so session files written
-//! here can be replayed by kwctl and the other way round.
+//! Compatibility, not design: the enum's variant and field names are kwctl's
+//! recorded-session format (serde_yaml renders a variant as a YAML tag such as
+//! `!OciManifestDigest`, its fields as the tag's keys), so that a session written
+//! here replays in kwctl and the other way round. Names and fields follow that
+//! format exactly; nothing else here does.
 
 use std::collections::BTreeSet;
 

@@ -185,7 +185,9 @@ fn add_guest_call<T: HasWapc + 'static>(linker: &mut Linker<T>) -> wasmtime::Res
     Ok(())
 }
 
-/// What a host call uses: the call, its answer or error, and the log.
+/// What a host call uses: the call, its answer or error, and the log. The import's
+/// signature is the waPC ABI's, which every guest is compiled against: binding,
+/// namespace, operation and payload, each as a pointer and a length into guest memory.
 fn add_host_call<T: HasWapc + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.func_wrap(
         HOST_NAMESPACE,
