@@ -33,31 +33,21 @@
 
 bats_require_minimum_version 1.5.0
 
+load lib/certainty_suite
+
 setup_file() {
-  load lib/common
-  load lib/certainty
-  scenario_setup_file
-  host_ready || return 0
+  certainty_setup_file || return 0
   # Tags that existed and were deleted from the registry (by digest, as retention does).
   vanish_image anon team/app:gone
   vanish_image anon team/web:gone
 }
 
-teardown_file() {
-  load lib/common
-  load lib/certainty
-  scenario_teardown_file
-}
-
 setup() {
-  load lib/common
-  load lib/certainty
-  require_host
+  certainty_setup
   # Each test gets its own cluster: the standard ServiceAccounts plus what the test adds.
   E2E_CLUSTER="$BATS_TEST_TMPDIR/cluster"
   mkdir -p "$E2E_CLUSTER"
   cp "$(e2e_workdir)/cluster/default/"*.yaml "$E2E_CLUSTER/"
-  SESSION="$BATS_TEST_TMPDIR/session.yml"
 }
 
 # The helpers a test started (lib/certainty.bash) end with it; the registries with the file.

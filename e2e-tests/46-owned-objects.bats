@@ -9,25 +9,15 @@
 
 bats_require_minimum_version 1.5.0
 
+load lib/certainty_suite
+
 setup_file() {
-  load lib/common
-  load lib/certainty
-  scenario_setup_file
-  host_ready || return 0
+  certainty_setup_file || return 0
   vanish_image anon team/app:gone
 }
 
-teardown_file() {
-  load lib/common
-  load lib/certainty
-  scenario_teardown_file
-}
-
 setup() {
-  load lib/common
-  load lib/certainty
-  require_host
-  SESSION="$BATS_TEST_TMPDIR/session.yml"
+  certainty_setup
   # The defaults, with a time budget a loaded machine cannot spend on three lookups (kwctl
   # tries HTTPS twice before plain HTTP on each).
   BUDGET='"timeBudgetMs": 10000'

@@ -9,27 +9,13 @@
 
 bats_require_minimum_version 1.5.0
 
+load lib/certainty_suite
+
 setup_file() {
-  load lib/common
-  load lib/certainty
-  scenario_setup_file
-  host_ready || return 0
+  certainty_setup_file || return 0
   registry_start anon empty
   E2E_SOURCES=$(write_sources_yaml short-names --insecure "$REG_ANON" --insecure "$REG_EMPTY")
   export E2E_SOURCES
-}
-
-teardown_file() {
-  load lib/common
-  load lib/certainty
-  scenario_teardown_file
-}
-
-setup() {
-  load lib/common
-  load lib/certainty
-  require_host
-  SESSION="$BATS_TEST_TMPDIR/session.yml"
 }
 
 run_recorded() {

@@ -10,24 +10,7 @@
 
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-  load lib/common
-  load lib/certainty
-  scenario_setup_file
-}
-
-teardown_file() {
-  load lib/common
-  load lib/certainty
-  scenario_teardown_file
-}
-
-setup() {
-  load lib/common
-  load lib/certainty
-  require_host
-  SESSION="$BATS_TEST_TMPDIR/session.yml"
-}
+load lib/certainty_suite
 
 # empty_app FIXTURE IMAGE: the fixture on the local registry, container "app" set to IMAGE (set
 # after the loopback guard, which knows only references).
