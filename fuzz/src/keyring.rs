@@ -2,8 +2,9 @@
 //! panic, and a key equal to a valid image's registry host always matches the image.
 //!
 //! The property is asserted for hosts that are not bracketed IPv6 literals: the kubelet matches
-//! each host label as a `path.Match` glob, so a key `[::1]` is a character class and does not
-//! match the host `[::1]` (with a port, `[::1]:5000`, the brackets are split off and it does).
+//! each host label as a glob (Go's `path.Match`), so a key `[::1]` is a character class and
+//! does not match the host `[::1]` (with a port, `[::1]:5000`, the brackets are split off and it
+//! does).
 
 use arbitrary::{Arbitrary, Unstructured};
 use resolvable_images_policy::credentials::{Credential, Keyring};

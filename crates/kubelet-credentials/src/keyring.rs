@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::credential::Credential;
-use super::go_path::path_match;
-use super::go_url::{parse_http_url, split_host_port};
+use super::label_glob::glob_match;
+use super::registry_url::RegistryUrl;
 
 /// The keyring key whose credentials serve Docker Hub images no key matched
 /// (`https://index.docker.io/v1/` is stored under it).
@@ -35,17 +35,18 @@ impl Keyring {
     }
 
     /// Adds one `auths` entry, as `BasicDockerKeyring.Add` does: `https://` is put in front of a
-    /// key without `https://` or `http://`, the URL is parsed as Go's `net/url` does (a key
+    /// key without `https://` or `http://`, the URL is parsed as Go's `url.Parse` does (a key
     /// that does not parse is skipped, as the kubelet skips it), a `/v1/` or `/v2/` path prefix
     /// is dropped, and the credential is filed under `host[:port]` plus the path unless that is
     /// empty or `/`. Call it in the order of the pod's secrets.
     pub fn add(&mut self, key: &str, credential: Credential) {
-        let url = if key.starts_with("https://") || key.starts_with("http://") {
-            parse_http_url(key.as_bytes())
-        } else {
-            parse_http_url(format!("https://{key}").as_bytes())
+        let rest = key
+            .strip_prefix("https://")
+            .or_else(|| key.strip_prefix("http://"))
+            .unwrap_or(key);
+        let Some(url) = RegistryUrl::parse(rest.as_bytes()) else {
+            return;
         };
-        let Some(url) = url else { return };
         let mut path = url.path.as_slice();
         if path.starts_with(b"/v2/") || path.starts_with(b"/v1/") {
             path = &path[3..];
@@ -112,33 +113,22 @@ pub(super) fn is_default_registry_match(image: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Matching keys against images (keyring.go: URLsMatchStr, ParseSchemelessURL, SplitURL).
 
-/// `URLsMatchStr`: both sides parsed as `https://` URLs; equal ports, the same number of host
-/// labels, each label matching as a `path.Match` glob, and the key's path a prefix of the
-/// image's. Anything that does not parse, or a malformed glob, is no match.
+/// `URLsMatchStr`: both sides parsed as the rest of `https://` URLs; equal ports, the same
+/// number of host labels, each label matching as a [`glob_match`] glob, and the key's path a
+/// prefix of the image's. Anything that does not parse, or a malformed glob, is no match.
 pub(super) fn urls_match_str(glob: &[u8], target: &[u8]) -> bool {
-    let with_scheme = |s: &[u8]| [b"https://".as_slice(), s].concat();
-    let (Some(glob), Some(target)) = (
-        parse_http_url(&with_scheme(glob)),
-        parse_http_url(&with_scheme(target)),
-    ) else {
+    let (Some(glob), Some(target)) = (RegistryUrl::parse(glob), RegistryUrl::parse(target)) else {
         return false;
     };
-    let (glob_labels, glob_port) = split_url(&glob.host);
-    let (target_labels, target_port) = split_url(&target.host);
+    let (glob_labels, glob_port) = glob.labels_and_port();
+    let (target_labels, target_port) = target.labels_and_port();
     glob_port == target_port
         && glob_labels.len() == target_labels.len()
         && target.path.starts_with(&glob.path)
         && glob_labels
             .iter()
             .zip(&target_labels)
-            .all(|(pattern, label)| path_match(pattern, label) == Ok(true))
-}
-
-/// `SplitURL`: the host's dot-separated labels and its port (empty when `net.SplitHostPort`
-/// refuses the host, which then keeps any `:port` in its last label).
-fn split_url(host: &[u8]) -> (Vec<&[u8]>, &[u8]) {
-    let (name, port) = split_host_port(host).unwrap_or((host, b""));
-    (name.split(|&b| b == b'.').collect(), port)
+            .all(|(pattern, label)| glob_match(pattern, label) == Ok(true))
 }
 
 #[cfg(test)]

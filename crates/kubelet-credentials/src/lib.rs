@@ -3,11 +3,12 @@
 //! (`keyring.go`, `config.go`, `secrets/secrets.go`), so that the policy checks an image with
 //! exactly the credentials the kubelet would send, or with none when it would pull anonymously.
 //!
-//! URLs are parsed by a port of the part of Go's `net/url` the keyring relies on rather than by
-//! the `url` crate: WHATWG parsing lowercases and IDNA-encodes hosts, drops default ports,
-//! resolves dot segments and refuses `[` in hosts, and each of those changes which `auths` key
-//! matches an image. Likewise the JSON of a secret is read with Go's `encoding/json` rules
-//! (case-insensitive field names, `null` as "unset", duplicate keys applied in order).
+//! Keys and images are read with the rules of Go's `url.Parse` that the keyring relies on
+//! (<https://pkg.go.dev/net/url#Parse>), not by the `url` crate: WHATWG parsing lowercases and
+//! IDNA-encodes hosts, drops default ports, resolves dot segments and refuses `[` in hosts, and
+//! each of those changes which `auths` key matches an image. Likewise the JSON of a secret is
+//! read with Go's `encoding/json` rules (case-insensitive field names, `null` as "unset",
+//! duplicate keys applied in order).
 //!
 //! One file per concept:
 //!
@@ -16,7 +17,8 @@
 //! - `docker_config`: the kubelet's config types, decoded from that document;
 //! - `go_json` and `go_base64`: Go's `encoding/json` and `encoding/base64` rules they rely on;
 //! - `keyring`: the kubelet's keyring, matching `auths` keys against images;
-//! - `go_url` and `go_path`: Go's `net/url` and `path.Match`, which the keyring relies on;
+//! - `registry_url`: a key or an image read as a URL, and its host split into labels and port;
+//! - `label_glob`: the glob each host label of a key is (<https://pkg.go.dev/path#Match>);
 //! - `pod_secrets`: which pull secrets a pod uses, its own or its ServiceAccount's.
 //!
 //! The policy (compiled to wasm) and the lookup broker (native) both use this crate, so it
@@ -28,10 +30,10 @@ mod docker_config;
 mod fixtures;
 mod go_base64;
 mod go_json;
-mod go_path;
-mod go_url;
 mod keyring;
+mod label_glob;
 pub mod pod_secrets;
+mod registry_url;
 mod secret;
 #[cfg(test)]
 mod shared_vectors;
@@ -53,8 +55,8 @@ pub fn decode_secret_data(encoded: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::fixtures::{config_json, dockercfg, parse};
-    use super::go_path::path_match;
     use super::keyring::urls_match_str;
+    use super::label_glob::glob_match;
     use super::secret::DOCKERCFG_TYPE;
     use super::{Credential, Keyring};
     use serde_json::json;
@@ -110,7 +112,7 @@ mod tests {
         for image in strings {
             let _ = keyring.lookup(image);
             for pattern in strings {
-                let _ = path_match(pattern.as_bytes(), image.as_bytes());
+                let _ = glob_match(pattern.as_bytes(), image.as_bytes());
                 let _ = urls_match_str(pattern.as_bytes(), image.as_bytes());
             }
             let _ = parse(&config_json(image));
