@@ -159,55 +159,227 @@ pub const DEFAULT_TIME_BUDGET_MS: u64 = 1_500;
 /// The policy server stops any evaluation after at most 30 s.
 const MAX_TIME_BUDGET_MS: u64 = 30_000;
 
-/// The settings as operators write them (camelCase JSON/YAML). Each member's default is its
-/// type's: a member not written reads as `Default::default()` of its type, without building
-/// the rest ([`Settings::read_with`]).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-struct RawSettings {
-    actions: Actions,
-    pull_secrets: PullSecretSettings,
-    /// `None` when not written: [`DEFAULT_TIME_BUDGET_MS`].
-    time_budget_ms: Option<u64>,
-    exempt_namespaces: Vec<String>,
-    exempt_images: Vec<String>,
-    registries: Vec<RegistryRule>,
-    required_platforms: Vec<String>,
-    pin_digests: bool,
-    custom_resources: Vec<CustomResourceRule>,
-    owned_objects: Option<OwnedObjects>,
-    /// The former name of `ownedObjects`, from when only Pods were skipped: still accepted.
-    owned_pods: Option<OwnedObjects>,
-    lookup_registries: Vec<String>,
-    /// `None` when not written: the defaults, which need no parsing.
-    denied_lookup_networks: Option<Vec<String>>,
-    /// `None` when not written: the defaults, compiled only if a 404 asks for them.
-    not_found_may_mean_denied: Option<Vec<String>>,
-    short_names: ShortNameRules,
-    lookup_broker: Option<BrokerSettings>,
-    audit: AuditSettings,
+/// Declares the settings, one row per member, and makes from the rows all that must agree on
+/// the members and their order: the form serde parses ([`RawSettings`]), the names ([`KEYS`],
+/// [`Key`]), the compiled values ([`Cells`]) and validation's compiling ([`Cells::compile`]),
+/// one accessor per member that reads and compiles it when first asked, `read_members`, the
+/// [`Debug`](fmt::Debug) output, and the members the UI form leaves out. A row:
+///
+/// ```text
+/// /// the accessor's doc
+/// field "jsonKey": Raw [= default], reader => Compiled = compile [, with sibling];
+///     [pub] get|copy accessor [-> Returned] [, not in the UI: "why"];
+/// ```
+///
+/// - `Raw` is what serde parses; a member not written is `default` (else `Default::default()`),
+///   without parsing or building the other members.
+/// - `reader` parses the member's text on the request path when the UI's blanks are not in it:
+///   `serde`; `strings`, a list of strings borrowed from the payload (compiled from
+///   `Vec<Cow<'a, str>>`); `text(parse)`, a reader of the plain spellings without serde;
+///   `compiled(make)`, which makes the compiled value from the text itself. A reader's `None`
+///   sends the member to the careful reading (serde on the normalised tree, naming the path of
+///   what does not fit).
+/// - `compile(value, [&sibling,] checks)` checks and compiles, with every check for validation
+///   and with [`Checks::WhatRequestsUse`] on a request. `with sibling` also passes a later
+///   member, which a request reads first through its accessor (named as its field) and
+///   validation takes as parsed: its `compile` must keep it as it is.
+/// - The accessor borrows the compiled value (`get`, as `Returned` when given) or copies it
+///   (`copy`). One with more to do is written by hand over it.
+/// - `not in the UI` says why `questions-ui.yml` asks nothing of the member.
+macro_rules! settings {
+    (
+        $(
+            $(#[doc = $doc:literal])*
+            $field:ident $key:literal: $raw:ty $(= $default:expr)?,
+            $reader:ident $(($parse:expr))? => $compiled:ty = $compile:expr
+            $(, with $sibling:ident)?;
+            $vis:vis $how:ident $get:ident $(-> $returned:ty)?
+            $(, not in the UI: $why:literal)?;
+        )*
+    ) => {
+        /// The settings as operators write them (camelCase JSON/YAML).
+        #[derive(Debug, Clone, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        struct RawSettings {
+            $(#[serde(rename = $key)] $field: $raw,)*
+        }
+
+        impl Default for RawSettings {
+            fn default() -> Self {
+                RawSettings { $($field: settings!(@default $($default)?),)* }
+            }
+        }
+
+        /// The members of the settings, in [`RawSettings`]' order, by their JSON names.
+        const KEYS: [&str; [$($key),*].len()] = [$($key),*];
+
+        /// A member's index in [`KEYS`], named as its field.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy)]
+        enum Key {
+            $($field,)*
+        }
+
+        /// Each member, compiled when first read.
+        #[derive(Clone, Default)]
+        struct Cells<'a> {
+            $($field: OnceCell<$compiled>,)*
+        }
+
+        impl Cells<'_> {
+            /// Checks and compiles every member, in the order errors are reported.
+            fn compile(raw: RawSettings, checks: Checks) -> Result<Self, SettingsError> {
+                Ok(Cells {
+                    $($field: OnceCell::from(($compile)(
+                        settings!(@take $reader, raw.$field),
+                        $(&raw.$sibling,)?
+                        checks,
+                    )?),)*
+                })
+            }
+        }
+
+        impl<'a> Settings<'a> {
+            $(
+                $(#[doc = $doc])*
+                $vis fn $get(&self) -> settings!(@returned $how, $compiled $(, $returned)?) {
+                    settings!(@view $how, self.cells.$field.get_or_init(|| {
+                        $(let $sibling = self.$sibling();)?
+                        settings!(@read $reader $(($parse))?, self, Key::$field,
+                            [$($default)?],
+                            |raw: RawSettings| raw.$field,
+                            |value| ($compile)(value, $($sibling,)? Checks::WhatRequestsUse))
+                    }))
+                }
+            )*
+
+            /// Reads every member: a member that cannot be read leaves its problem.
+            fn read_members(&self) {
+                $(let _ = self.$get();)*
+            }
+        }
+
+        /// Every member, read: the settings as a request would see them.
+        impl fmt::Debug for Settings<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let _ = self.read_all();
+                f.debug_struct("Settings")
+                    $(.field(stringify!($field), &self.$get()))*
+                    .finish()
+            }
+        }
+
+        /// The members `questions-ui.yml` asks nothing of, with the reason.
+        #[cfg(test)]
+        const NOT_IN_THE_UI: &[(&str, &str)] = &[$($(($key, $why),)?)*];
+    };
+    (@default) => { Default::default() };
+    (@default $default:expr) => { $default };
+    (@take strings, $value:expr) => { owned_strings($value) };
+    (@take $reader:ident, $value:expr) => { $value };
+    (@returned copy, $compiled:ty) => { $compiled };
+    (@returned get, $compiled:ty) => { &$compiled };
+    (@returned get, $compiled:ty, $returned:ty) => { $returned };
+    (@view copy, $cell:expr) => { *$cell };
+    (@view get, $cell:expr) => { $cell };
+    (@read serde, $settings:expr, $key:expr, [$($default:expr)?], $take:expr, $compile:expr) => {
+        $settings.read_with($key, parsed, || settings!(@default $($default)?), $take, $compile)
+    };
+    (@read strings, $settings:expr, $key:expr, [], $take:expr, $compile:expr) => {
+        $settings.read_with($key, borrowed_strings, Vec::new, |raw| owned_strings(($take)(raw)),
+            $compile)
+    };
+    (@read strings, $settings:expr, $key:expr, [$default:expr], $take:expr, $compile:expr) => {
+        $settings.read_with($key, borrowed_strings, || owned_strings($default),
+            |raw| owned_strings(($take)(raw)), $compile)
+    };
+    (@read text($parse:expr), $settings:expr, $key:expr, [$($default:expr)?], $take:expr,
+        $compile:expr) => {
+        $settings.read_with($key, $parse, || settings!(@default $($default)?), $take, $compile)
+    };
+    (@read compiled($make:expr), $settings:expr, $key:expr, [$($default:expr)?], $take:expr,
+        $compile:expr) => {
+        match $settings.plain_list($key).and_then($make) {
+            Some(compiled) => compiled,
+            None => settings!(@read serde, $settings, $key, [$($default)?], $take, $compile),
+        }
+    };
 }
 
-/// The members of the settings, in [`RawSettings`]' order, by their JSON names.
-const KEYS: [&str; 17] = [
-    "actions",
-    "pullSecrets",
-    "timeBudgetMs",
-    "exemptNamespaces",
-    "exemptImages",
-    "registries",
-    "requiredPlatforms",
-    "pinDigests",
-    "customResources",
-    "ownedObjects",
-    "ownedPods",
-    "lookupRegistries",
-    "deniedLookupNetworks",
-    "notFoundMayMeanDenied",
-    "shortNames",
-    "lookupBroker",
-    "audit",
-];
+settings! {
+    /// What to do per failure class.
+    actions "actions": Actions, serde => Actions = keep;
+        pub get actions;
+    /// How pull secrets are used.
+    pull_secrets "pullSecrets": PullSecretSettings, serde => PullSecretSettings = keep;
+        pub copy pull_secrets;
+    // `None` when not written: `DEFAULT_TIME_BUDGET_MS`
+    /// How long an evaluation may spend on host calls before it stops making new ones.
+    time_budget_ms "timeBudgetMs": Option<u64>, text(|text| whole_number(text).map(Some))
+        => Duration = |ms, _| time_budget(ms);
+        pub copy time_budget;
+    /// The exempt namespaces as written: a request asks about one namespace, which a scan
+    /// answers sooner than a sort.
+    exempt_namespaces "exemptNamespaces": Vec<String>, strings
+        => Vec<Cow<'a, str>> = compile_namespaces;
+        get exempt_namespaces -> &[Cow<'a, str>];
+    /// The exemption globs, compiled unchecked on a request.
+    exempt_images "exemptImages": Vec<String>, strings
+        => Vec<Glob<'a>> = |patterns, checks| compile_patterns("exemptImages", patterns, checks);
+        get exempt_images -> &[Glob<'a>];
+    /// Mirror chains, as nodes are configured.
+    registries "registries": Vec<RegistryRule>,
+        compiled(|text| Mirrors::from_text(text, careful_rule))
+        => Mirrors<'a> = compile_mirrors;
+        pub get mirrors;
+    /// Platforms every image must serve.
+    required_platforms "requiredPlatforms": Vec<String>, serde
+        => Requirement = |platforms, _| compile_platforms(platforms);
+        pub get required_platforms;
+    /// Rewrite checked images to the digest their lookup found.
+    pin_digests "pinDigests": bool, text(boolean) => bool = keep;
+        pub copy pin_digests;
+    /// Custom kinds and where their images are.
+    custom_resources "customResources": Vec<CustomResourceRule>, serde
+        => Vec<CustomKind> = compile_custom_kinds;
+        pub get custom_kinds -> &[CustomKind];
+    /// As written: [`Settings::owned_objects`] weighs it with `ownedPods`.
+    owned_objects "ownedObjects": Option<OwnedObjects>, text(OwnedObjects::from_text)
+        => Option<OwnedObjects> = keep;
+        copy owned_objects_written;
+    owned_pods "ownedPods": Option<OwnedObjects>, text(OwnedObjects::from_text)
+        => Option<OwnedObjects> = keep;
+        copy owned_pods_written,
+        not in the UI: "the former name of ownedObjects, from when only Pods were skipped: \
+            still read, and the form asks ownedObjects";
+    /// Which registries lookups may go to.
+    lookup_registries "lookupRegistries": Vec<String>, strings
+        => LookupScope<'a> = compile_scope, with denied_lookup_networks;
+        pub get lookup_scope;
+    /// `None` when not written: the defaults, which need no parsing.
+    denied_lookup_networks "deniedLookupNetworks": Option<Vec<String>>, serde
+        => Option<Vec<String>> = keep;
+        get denied_lookup_networks;
+    /// The operator's globs, or the defaults when not written, compiled only if a 404 asks.
+    not_found_may_mean_denied "notFoundMayMeanDenied": Option<Vec<String>>, serde
+        => Vec<Glob<'a>> = |patterns, _| compile_not_found(patterns);
+        get not_found_patterns -> &[Glob<'a>];
+    /// What the nodes' runtime pulls for an image written without a registry.
+    short_names "shortNames": ShortNameRules, serde
+        => ShortNames = |rules, _| ShortNames::new(rules).map_err(within("shortNames"));
+        pub get short_names;
+    /// As written: [`Settings::lookup_broker`] lends it.
+    lookup_broker "lookupBroker": Option<BrokerSettings>,
+        text(|text| BrokerSettings::from_text(text).map(Some))
+        => Option<BrokerSettings> = compile_broker;
+        get lookup_broker_setting,
+        not in the UI: "its host and key Secret are required once it is written, and the form \
+            writes every question's answer, so a form could not leave the broker off: it is \
+            set by hand (docs/broker.md)";
+    /// How requests of Kubewarden's audit scanner are answered.
+    audit "audit": AuditSettings, serde => AuditSettings = keep;
+        pub copy audit;
+}
 
 /// The index in [`KEYS`] of the member named `key`, asked for every member of every request's
 /// settings: no two names share their length and first byte, so at most one is compared in
@@ -217,28 +389,6 @@ fn key_slot(key: &str) -> Option<usize> {
     KEYS.iter()
         .position(|k| k.len() == key.len() && k.as_bytes().first() == Some(first))
         .filter(|&slot| KEYS[slot] == key)
-}
-
-/// A member's index in [`KEYS`].
-#[derive(Debug, Clone, Copy)]
-enum Key {
-    Actions,
-    PullSecrets,
-    TimeBudgetMs,
-    ExemptNamespaces,
-    ExemptImages,
-    Registries,
-    RequiredPlatforms,
-    PinDigests,
-    CustomResources,
-    OwnedObjects,
-    OwnedPods,
-    LookupRegistries,
-    DeniedLookupNetworks,
-    NotFoundMayMeanDenied,
-    ShortNames,
-    LookupBroker,
-    Audit,
 }
 
 /// One member as the host sent it: its value's text, and whether the Kubewarden UI's blanks
@@ -256,28 +406,13 @@ struct Member<'a> {
 #[derive(Clone, Default)]
 pub struct Settings<'a> {
     members: [Option<Member<'a>>; KEYS.len()],
-    actions: OnceCell<Actions>,
-    pull_secrets: OnceCell<PullSecretSettings>,
-    time_budget: OnceCell<Duration>,
-    /// As written: a request asks about one namespace, which a scan answers sooner than a
-    /// sort.
-    exempt_namespaces: OnceCell<Vec<Cow<'a, str>>>,
-    exempt_images: OnceCell<Vec<Glob<'a>>>,
+    /// Each member, compiled when first read.
+    cells: Cells<'a>,
     /// A registry no exemption can match, found in the list's text: the images of a request
     /// mostly share their registry, and the next is answered without a search.
     no_exemption_from: OnceCell<String>,
     /// A registry no mirror rule can match, found in the rules' text.
     no_mirror_for: OnceCell<String>,
-    mirrors: OnceCell<Mirrors<'a>>,
-    required_platforms: OnceCell<Requirement>,
-    pin_digests: OnceCell<bool>,
-    custom_kinds: OnceCell<Vec<CustomKind>>,
-    owned_objects: OnceCell<OwnedObjects>,
-    lookup_scope: OnceCell<LookupScope<'a>>,
-    not_found_may_mean_denied: OnceCell<Vec<Glob<'a>>>,
-    short_names: OnceCell<ShortNames>,
-    lookup_broker: OnceCell<Option<BrokerSettings>>,
-    audit: OnceCell<AuditSettings>,
     /// The first member that could not be read, which makes the request's answer an error.
     problem: OnceCell<SettingsError>,
 }
@@ -376,95 +511,27 @@ impl<'a> Settings<'a> {
     /// Checks what serde cannot and compiles patterns, mirrors, platforms and JSONPaths, in
     /// the order errors are reported.
     fn compile(raw: RawSettings, checks: Checks) -> Result<Self, SettingsError> {
-        let time_budget = time_budget(raw.time_budget_ms)?;
-        let exempt_namespaces = compile_namespaces(raw.exempt_namespaces, checks)?;
-        let exempt_images = compile_patterns("exemptImages", raw.exempt_images, checks)?;
-        let mirrors = compile_mirrors(raw.registries, checks)?;
-        let required_platforms = compile_platforms(raw.required_platforms)?;
-        let custom_kinds = compile_custom_kinds(raw.custom_resources, checks)?;
-        let lookup_scope = compile_scope(raw.lookup_registries, raw.denied_lookup_networks)?;
-        let not_found_may_mean_denied = compile_not_found(raw.not_found_may_mean_denied)?;
-        let short_names = ShortNames::new(raw.short_names).map_err(within("shortNames"))?;
-        let owned_objects = owned_objects(raw.owned_objects, raw.owned_pods);
-        let lookup_broker = compile_broker(raw.lookup_broker)?;
         Ok(Settings {
-            members: [None; KEYS.len()],
-            actions: OnceCell::from(raw.actions),
-            pull_secrets: OnceCell::from(raw.pull_secrets),
-            time_budget: OnceCell::from(time_budget),
-            exempt_namespaces: OnceCell::from(exempt_namespaces),
-            exempt_images: OnceCell::from(exempt_images),
-            no_exemption_from: OnceCell::new(),
-            no_mirror_for: OnceCell::new(),
-            mirrors: OnceCell::from(mirrors),
-            required_platforms: OnceCell::from(required_platforms),
-            pin_digests: OnceCell::from(raw.pin_digests),
-            custom_kinds: OnceCell::from(custom_kinds),
-            owned_objects: OnceCell::from(owned_objects),
-            lookup_scope: OnceCell::from(lookup_scope),
-            not_found_may_mean_denied: OnceCell::from(not_found_may_mean_denied),
-            short_names: OnceCell::from(short_names),
-            lookup_broker: OnceCell::from(lookup_broker),
-            audit: OnceCell::from(raw.audit),
-            problem: OnceCell::new(),
+            cells: Cells::compile(raw, checks)?,
+            ..Settings::default()
         })
     }
 
-    /// One member read on the request path: parsed straight into its type, or, when the UI's
-    /// blanks may be in it or that fails, the careful way (normalised, parsed naming the path
-    /// of what does not fit); then compiled. A member that cannot be read becomes this
+    /// One member read on the request path: parsed by `fast` into its raw form, or, when the
+    /// UI's blanks may be in it or `fast` cannot read it (`None`), the careful way (normalised,
+    /// parsed naming the path of what does not fit, `take`n from the settings); then compiled.
+    /// A member not written is `default()`. A member that cannot be read becomes this
     /// request's [`Settings::problem`], and its default stands in until the answer is made.
-    fn read<R, T>(
-        &self,
-        key: Key,
-        take: impl FnOnce(RawSettings) -> R,
-        compile: impl FnOnce(R) -> Result<T, SettingsError>,
-    ) -> T
-    where
-        R: DeserializeOwned + Default,
-        T: Default,
-    {
-        self.read_with(key, |text| serde_json::from_str(text).ok(), take, compile)
-    }
-
-    /// A list of strings, read like [`Settings::read`] but borrowed from the payload (only a
-    /// string with escapes is decoded).
-    fn read_strings<T: Default>(
-        &self,
-        key: Key,
-        take: impl FnOnce(RawSettings) -> Vec<String>,
-        compile: impl FnOnce(Vec<Cow<'a, str>>) -> Result<T, SettingsError>,
-    ) -> T {
-        self.read_with(
-            key,
-            |text| {
-                string_list(text).or_else(|| {
-                    let mut strings = Vec::new();
-                    Scanner::new(text)
-                        .elements(|scanner| {
-                            strings.push(scanner.string()?);
-                            Ok(())
-                        })
-                        .ok()
-                        .map(|()| strings)
-                })
-            },
-            |raw| take(raw).into_iter().map(Cow::Owned).collect(),
-            compile,
-        )
-    }
-
-    /// [`Settings::read`] with `fast`, the parser of a member free of the UI's blanks (`None`
-    /// when it does not parse: the careful way then explains it).
-    fn read_with<R: Default, T: Default>(
+    fn read_with<R, T: Default>(
         &self,
         key: Key,
         fast: impl FnOnce(&'a str) -> Option<R>,
+        default: impl FnOnce() -> R,
         take: impl FnOnce(RawSettings) -> R,
         compile: impl FnOnce(R) -> Result<T, SettingsError>,
     ) -> T {
         let raw = match self.members[key as usize] {
-            None => Ok(R::default()),
+            None => Ok(default()),
             Some(member) => match (!member.blanks).then(|| fast(member.text)).flatten() {
                 Some(raw) => Ok(raw),
                 None => careful(key, member.text).map(take),
@@ -478,20 +545,9 @@ impl<'a> Settings<'a> {
 
     /// Reads every member, as [`Debug`](fmt::Debug) and tests do: the first problem, if any.
     pub fn read_all(&self) -> Result<(), SettingsError> {
-        let _ = (self.actions(), self.pull_secrets(), self.time_budget());
-        let _ = (self.exempt_namespaces(), self.exempt_images());
-        let _ = (
-            self.mirrors().read_all(),
-            self.required_platforms(),
-            self.pin_digests(),
-        );
-        let _ = (
-            self.custom_kinds(),
-            self.owned_objects(),
-            self.lookup_scope(),
-        );
-        let _ = (self.not_found_may_mean_denied(""), self.short_names());
-        let _ = (self.lookup_broker(), self.audit());
+        self.read_members();
+        // the mirror rules, which a request reads one by one as images match them
+        self.mirrors().read_all();
         self.problem().map_or(Ok(()), Err)
     }
 
@@ -500,52 +556,11 @@ impl<'a> Settings<'a> {
         if let Some(problem) = self.problem.get() {
             return Some(problem.clone());
         }
-        let (index, within, problem) = self.mirrors.get()?.problem()?;
+        let (index, within, problem) = self.cells.registries.get()?.problem()?;
         Some(SettingsError::new(
             format!("registries[{index}]{within}"),
             problem.clone(),
         ))
-    }
-
-    /// What to do per failure class.
-    pub fn actions(&self) -> &Actions {
-        self.actions
-            .get_or_init(|| self.read(Key::Actions, |raw| raw.actions, Ok))
-    }
-
-    /// How pull secrets are used.
-    pub fn pull_secrets(&self) -> PullSecretSettings {
-        *self
-            .pull_secrets
-            .get_or_init(|| self.read(Key::PullSecrets, |raw| raw.pull_secrets, Ok))
-    }
-
-    /// How long an evaluation may spend on host calls before it stops making new ones.
-    pub fn time_budget(&self) -> Duration {
-        *self.time_budget.get_or_init(|| {
-            self.read_with(
-                Key::TimeBudgetMs,
-                |text| whole_number(text).map(Some),
-                |raw| raw.time_budget_ms,
-                time_budget,
-            )
-        })
-    }
-
-    /// Mirror chains, as nodes are configured.
-    pub fn mirrors(&self) -> &Mirrors<'a> {
-        self.mirrors.get_or_init(|| {
-            let from_text = self.members[Key::Registries as usize]
-                .filter(|member| !member.blanks)
-                .and_then(|member| Mirrors::from_text(member.text, careful_rule));
-            from_text.unwrap_or_else(|| {
-                self.read(
-                    Key::Registries,
-                    |raw| raw.registries,
-                    |rules| compile_mirrors(rules, Checks::WhatRequestsUse),
-                )
-            })
-        })
     }
 
     /// The locations a node tries for `reference`, in order, as [`Mirrors::locations`] says;
@@ -562,11 +577,11 @@ impl<'a> Settings<'a> {
             _ => registry.starts_with(s) || s.starts_with(registry),
         };
         // once the rules are read, they answer
-        let unread = self.mirrors.get().is_none();
+        let unread = self.cells.registries.get().is_none();
         let firsts = [first, b'*', first, first];
         if unread
             && self.ruled_out(
-                Key::Registries,
+                Key::registries,
                 &self.no_mirror_for,
                 registry,
                 firsts,
@@ -581,101 +596,14 @@ impl<'a> Settings<'a> {
         self.mirrors().locations(reference)
     }
 
-    /// Platforms every image must serve.
-    pub fn required_platforms(&self) -> &Requirement {
-        self.required_platforms.get_or_init(|| {
-            self.read(
-                Key::RequiredPlatforms,
-                |raw| raw.required_platforms,
-                compile_platforms,
-            )
-        })
-    }
-
-    /// Rewrite checked images to the digest their lookup found.
-    pub fn pin_digests(&self) -> bool {
-        *self
-            .pin_digests
-            .get_or_init(|| self.read_with(Key::PinDigests, boolean, |raw| raw.pin_digests, Ok))
-    }
-
-    /// Custom kinds and where their images are.
-    pub fn custom_kinds(&self) -> &[CustomKind] {
-        self.custom_kinds.get_or_init(|| {
-            self.read(
-                Key::CustomResources,
-                |raw| raw.custom_resources,
-                |rules| compile_custom_kinds(rules, Checks::WhatRequestsUse),
-            )
-        })
-    }
-
     /// Whether controller-owned objects are looked up again.
     pub fn owned_objects(&self) -> OwnedObjects {
-        *self.owned_objects.get_or_init(|| {
-            let new = self.read_with(
-                Key::OwnedObjects,
-                OwnedObjects::from_text,
-                |raw| raw.owned_objects,
-                Ok,
-            );
-            let old = self.read_with(
-                Key::OwnedPods,
-                OwnedObjects::from_text,
-                |raw| raw.owned_pods,
-                Ok,
-            );
-            owned_objects(new, old)
-        })
-    }
-
-    /// Which registries lookups may go to.
-    pub fn lookup_scope(&self) -> &LookupScope<'a> {
-        self.lookup_scope.get_or_init(|| {
-            let denied = self.read(
-                Key::DeniedLookupNetworks,
-                |raw| raw.denied_lookup_networks,
-                Ok,
-            );
-            self.read_strings(
-                Key::LookupRegistries,
-                |raw| raw.lookup_registries,
-                |registries| LookupScope::new(registries, denied.as_deref()).map_err(within("")),
-            )
-        })
-    }
-
-    /// What the nodes' runtime pulls for an image written without a registry.
-    pub fn short_names(&self) -> &ShortNames {
-        self.short_names.get_or_init(|| {
-            self.read(
-                Key::ShortNames,
-                |raw| raw.short_names,
-                |rules| ShortNames::new(rules).map_err(within("shortNames")),
-            )
-        })
+        owned_objects(self.owned_objects_written(), self.owned_pods_written())
     }
 
     /// The lookup broker, when lookups with pods' pull secrets go through one.
     pub fn lookup_broker(&self) -> Option<&BrokerSettings> {
-        self.lookup_broker
-            .get_or_init(|| {
-                self.read_with(
-                    Key::LookupBroker,
-                    |text| BrokerSettings::from_text(text).map(Some),
-                    |raw| raw.lookup_broker,
-                    // its names checked when the host loaded the policy
-                    Ok,
-                )
-            })
-            .as_ref()
-    }
-
-    /// How requests of Kubewarden's audit scanner are answered.
-    pub fn audit(&self) -> AuditSettings {
-        *self
-            .audit
-            .get_or_init(|| self.read(Key::Audit, |raw| raw.audit, Ok))
+        self.lookup_broker_setting().as_ref()
     }
 
     /// The text of the list `key` as the host wrote it, when no blank of the UI is in it (then
@@ -734,8 +662,8 @@ impl<'a> Settings<'a> {
     /// True when the policy must not look at requests in this namespace. The list's text is
     /// searched first: a request asks about one namespace once.
     pub fn is_namespace_exempt(&self, namespace: &str) -> bool {
-        if self.exempt_namespaces.get().is_none() {
-            let text = self.plain_list(Key::ExemptNamespaces);
+        if self.cells.exempt_namespaces.get().is_none() {
+            let text = self.plain_list(Key::exempt_namespaces);
             if let Some(found) = text.and_then(|text| has_string(text, namespace)) {
                 return found;
             }
@@ -745,27 +673,10 @@ impl<'a> Settings<'a> {
             .any(|exempt| exempt == namespace)
     }
 
-    fn exempt_namespaces(&self) -> &[Cow<'a, str>] {
-        self.exempt_namespaces.get_or_init(|| {
-            self.read_strings(
-                Key::ExemptNamespaces,
-                |raw| raw.exempt_namespaces,
-                |names| compile_namespaces(names, Checks::WhatRequestsUse),
-            )
-        })
-    }
-
     /// True when `registry` (with or without its port) may answer 404 to hide a repository.
     pub fn not_found_may_mean_denied(&self, registry: &str) -> bool {
         let host = registry.split(':').next().unwrap_or(registry);
-        self.not_found_may_mean_denied
-            .get_or_init(|| {
-                self.read(
-                    Key::NotFoundMayMeanDenied,
-                    |raw| raw.not_found_may_mean_denied,
-                    compile_not_found,
-                )
-            })
+        self.not_found_patterns()
             .iter()
             .any(|pattern| pattern.matches(registry) || pattern.matches(host))
     }
@@ -773,16 +684,6 @@ impl<'a> Settings<'a> {
     /// True when a normalised reference (`registry/repo:tag[@digest]`) matches an exemption.
     pub fn is_image_exempt(&self, normalised: &str) -> bool {
         self.exempt_images().iter().any(|p| p.matches(normalised))
-    }
-
-    fn exempt_images(&self) -> &[Glob<'a>] {
-        self.exempt_images.get_or_init(|| {
-            self.read_strings(
-                Key::ExemptImages,
-                |raw| raw.exempt_images,
-                |patterns| compile_patterns("exemptImages", patterns, Checks::WhatRequestsUse),
-            )
-        })
     }
 
     /// True when `reference` is exempt in its fully normalised form or as it is looked up.
@@ -793,13 +694,13 @@ impl<'a> Settings<'a> {
         // then neither spelling is written out
         let registry = reference.registry();
         // the list's text first, while it is unread: no glob is made unless one may match
-        let unread = self.exempt_images.get().is_none();
+        let unread = self.cells.exempt_images.get().is_none();
         let may_match = |glob: &str| globs::may_match_from(glob, registry);
         // a glob starting with a literal other than the registry's first byte cannot match
         let first = registry.as_bytes().first().copied().unwrap_or(b'*');
         let firsts = [first, b'*', b'?', b'['];
-        let no_exemption = &self.no_exemption_from;
-        if unread && self.ruled_out(Key::ExemptImages, no_exemption, registry, firsts, may_match) {
+        let (key, no_exemption) = (Key::exempt_images, &self.no_exemption_from);
+        if unread && self.ruled_out(key, no_exemption, registry, firsts, may_match) {
             return false;
         }
         self.exempt_images()
@@ -815,9 +716,9 @@ impl<'a> Settings<'a> {
 /// every pattern and network cost it more than the question.
 impl Scope for Settings<'_> {
     fn refusal(&self, reference: &ImageReference) -> Option<Failure> {
-        if self.lookup_scope.get().is_none() {
-            let registries = self.written_plainly(Key::LookupRegistries);
-            let denied = self.written_plainly(Key::DeniedLookupNetworks);
+        if self.cells.lookup_registries.get().is_none() {
+            let registries = self.written_plainly(Key::lookup_registries);
+            let denied = self.written_plainly(Key::denied_lookup_networks);
             if let (Some(registries), Some(denied)) = (registries, denied) {
                 if let Some(answer) = LookupScope::refusal_from_text(reference, registries, denied)
                 {
@@ -826,41 +727,6 @@ impl Scope for Settings<'_> {
             }
         }
         self.lookup_scope().refusal(reference)
-    }
-}
-
-/// Every member, read: the settings as a request would see them.
-impl fmt::Debug for Settings<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let _ = self.read_all();
-        f.debug_struct("Settings")
-            .field("actions", self.actions())
-            .field("pull_secrets", &self.pull_secrets())
-            .field("time_budget", &self.time_budget())
-            .field(
-                "exempt_namespaces",
-                &self.exempt_namespaces.get().map(|names| {
-                    let mut names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
-                    names.sort_unstable();
-                    names.dedup();
-                    names
-                }),
-            )
-            .field("exempt_images", &self.exempt_images())
-            .field("mirrors", self.mirrors())
-            .field("required_platforms", self.required_platforms())
-            .field("pin_digests", &self.pin_digests())
-            .field("custom_kinds", &self.custom_kinds())
-            .field("owned_objects", &self.owned_objects())
-            .field("lookup_scope", self.lookup_scope())
-            .field(
-                "not_found_may_mean_denied",
-                &self.not_found_may_mean_denied.get(),
-            )
-            .field("short_names", self.short_names())
-            .field("lookup_broker", &self.lookup_broker())
-            .field("audit", &self.audit())
-            .finish()
     }
 }
 
@@ -899,6 +765,36 @@ fn careful_rule(text: &str) -> Result<RegistryRule, (String, String)> {
 enum Checks {
     All,
     WhatRequestsUse,
+}
+
+/// A member kept as it was parsed.
+fn keep<T>(value: T, _: Checks) -> Result<T, SettingsError> {
+    Ok(value)
+}
+
+/// A member's text read by serde alone (`None` when it does not fit: the careful reading then
+/// explains it).
+fn parsed<R: DeserializeOwned>(text: &str) -> Option<R> {
+    serde_json::from_str(text).ok()
+}
+
+/// A list of strings borrowed from the payload (only a string with escapes is decoded).
+fn borrowed_strings(text: &str) -> Option<Vec<Cow<'_, str>>> {
+    string_list(text).or_else(|| {
+        let mut strings = Vec::new();
+        Scanner::new(text)
+            .elements(|scanner| {
+                strings.push(scanner.string()?);
+                Ok(())
+            })
+            .ok()
+            .map(|()| strings)
+    })
+}
+
+/// A list of strings as parsed, in the form [`borrowed_strings`] reads.
+fn owned_strings<'a>(strings: Vec<String>) -> Vec<Cow<'a, str>> {
+    strings.into_iter().map(Cow::Owned).collect()
 }
 
 /// `true` or `false` as the host writes them, read without serde (`None` for any other text).
@@ -968,10 +864,11 @@ fn compile_custom_kinds(
 }
 
 /// `lookupRegistries` and `deniedLookupNetworks`.
-fn compile_scope(
-    registries: Vec<String>,
-    denied: Option<Vec<String>>,
-) -> Result<LookupScope<'static>, SettingsError> {
+fn compile_scope<'a>(
+    registries: Vec<Cow<'a, str>>,
+    denied: &Option<Vec<String>>,
+    _: Checks,
+) -> Result<LookupScope<'a>, SettingsError> {
     LookupScope::new(registries, denied.as_deref()).map_err(within(""))
 }
 
@@ -986,10 +883,16 @@ fn compile_not_found(patterns: Option<Vec<String>>) -> Result<Vec<Glob<'static>>
     }
 }
 
-/// `lookupBroker`, checked as a whole.
-fn compile_broker(broker: Option<BrokerSettings>) -> Result<Option<BrokerSettings>, SettingsError> {
-    if let Some((field, problem)) = broker.as_ref().and_then(BrokerSettings::problem) {
-        return Err(SettingsError::new(field, problem));
+/// `lookupBroker`, checked as a whole when every member is (a request reads names checked when
+/// the host loaded the policy).
+fn compile_broker(
+    broker: Option<BrokerSettings>,
+    checks: Checks,
+) -> Result<Option<BrokerSettings>, SettingsError> {
+    if checks == Checks::All {
+        if let Some((field, problem)) = broker.as_ref().and_then(BrokerSettings::problem) {
+            return Err(SettingsError::new(field, problem));
+        }
     }
     Ok(broker)
 }
@@ -1289,6 +1192,70 @@ mod tests {
         assert_eq!(boolean("True"), None);
     }
 
+    /// A file of the repository, by its path from the root.
+    fn repository_file(path: &str) -> String {
+        let path = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+    }
+
+    #[test]
+    fn every_member_is_asked_in_the_ui_form_unless_its_row_says_why_not() {
+        // as tests/ui_questions.rs reads the form: the answer to a question lands at its
+        // `variable`, the member itself (`timeBudgetMs`) or a field of it (`pullSecrets.consult`)
+        let form: serde_yaml::Value =
+            serde_yaml::from_str(&repository_file("questions-ui.yml")).expect("YAML");
+        let asked: Vec<&str> = form["questions"]
+            .as_sequence()
+            .expect("a questions list")
+            .iter()
+            .map(|question| question["variable"].as_str().expect("a variable"))
+            .map(|variable| variable.split('.').next().unwrap_or(variable))
+            .collect();
+        for key in KEYS {
+            let why_not = NOT_IN_THE_UI.iter().find(|(k, _)| *k == key);
+            match (asked.contains(&key), why_not) {
+                (false, None) => panic!(
+                    "questions-ui.yml asks nothing of `{key}`: add its question, or say in its \
+                     row why the form leaves it out"
+                ),
+                (true, Some((_, why))) => {
+                    panic!("questions-ui.yml asks `{key}`, whose row says it should not: {why}")
+                }
+                _ => {}
+            }
+        }
+        for variable in asked {
+            assert!(
+                variable == "description" || KEYS.contains(&variable),
+                "{variable}: a question of no member"
+            );
+        }
+        for (key, _) in NOT_IN_THE_UI {
+            assert!(KEYS.contains(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn every_member_is_in_the_settings_reference() {
+        // docs/settings.md's table: a row of the member's own (`shortNames`, or a field of it,
+        // `actions.<verdict>`), or, for a former name, a mention in the row of the new one
+        let doc = repository_file("docs/settings.md");
+        let rows: Vec<&str> = doc.lines().filter(|line| line.starts_with("| `")).collect();
+        assert!(rows.len() > 10, "the settings table of docs/settings.md");
+        for key in KEYS {
+            let (own, field) = (format!("`{key}`"), format!("`{key}."));
+            let named = rows.iter().any(|row| {
+                let first = row.split('|').nth(1).unwrap_or_default().trim();
+                first == own || first.starts_with(&field)
+            });
+            let mentioned = rows.iter().any(|row| row.contains(&own));
+            assert!(
+                named || mentioned,
+                "docs/settings.md's table does not name `{key}`"
+            );
+        }
+    }
+
     #[test]
     fn every_member_is_found_by_its_name_alone() {
         for (slot, key) in KEYS.iter().enumerate() {
@@ -1496,7 +1463,7 @@ mod tests {
         let read = Settings::from_json(&second).unwrap();
         let image = ImageReference::parse("quay.io/x/y:1").unwrap();
         assert_eq!(read.locations(&image).len(), 1);
-        assert!(read.mirrors.get().is_none());
+        assert!(read.cells.registries.get().is_none());
         let matched = ImageReference::parse("registry.example.com/team/a@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef").unwrap();
         assert_eq!(read.locations(&matched).len(), 2);
     }
