@@ -6,7 +6,7 @@ policy-host with POLICY_HOST_PERF_MAP=1 and wasmtime writes /tmp/perf-PID.map,
 one `START SIZE NAME` line per compiled function; this joins the two and prints,
 per guest function, the events callgrind recorded (self cost), sorted by the
 event given, with the guest's totals first (docs/performance.md; its first use:
-bench/results/2026-12-02-fresh-instance-icache.md).
+bench/results/guest-instructions.md).
 
 Run callgrind with --dump-instr=yes --compress-pos=no: the costs are then read per
 instruction address and each address is named by the map. Without it, callgrind's own

@@ -269,7 +269,7 @@ server_bench() {
 # the counters dumped after each; bench/server_callgrind.py reads the dumps. Instructions and
 # instruction-cache misses per request do not move with the machine's load as times do, so a
 # change to the policy can be judged on one run (docs/performance.md; the first such counts:
-# bench/results/2026-12-02-server-callgrind-clock.md).
+# bench/results/policy-server.md).
 server_profile() {
   echo
   echo "## The real policy-server under callgrind (instructions and I-cache misses per request)"

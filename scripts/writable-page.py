@@ -7,7 +7,7 @@ the page and interrupts the policy server's other CPUs to flush their TLBs, once
 request. `WRITABLE_PAGE` (wasm/src/lib.rs) is a never-touched, page-aligned static placed first
 among the writable statics so that the others start on a page boundary; a dependency linked
 before it, or writable statics outgrowing a page, would bring the extra interrupt back
-silently (bench/results/2026-12-05-request-read-by-scanner.md measured it: about 10 % of a
+silently (bench/results/policy-server.md measured it: about 10 % of a
 one-image request's CPU).
 
 How: links the policy once more with wasm-ld's map (`target/layout/`, the normal build's

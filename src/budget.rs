@@ -15,7 +15,7 @@ use crate::host::{Host, HostError};
 /// The clock is read when it is needed, not around every call: under a real host every
 /// reading is a WASI call through wasmtime's WASI layer, code that a fresh instance finds cold
 /// (counted on the real policy-server under callgrind, in
-/// bench/results/2026-12-02-server-callgrind-clock.md). A measured call ends at the next
+/// bench/results/policy-server.md). A measured call ends at the next
 /// reading, the one taken before the next call decides whether that call may start; so the
 /// last call of a request is never timed, and a one-lookup Pod reads the clock once. A call is
 /// taken to start at the latest reading, so the guest's own work between two calls
