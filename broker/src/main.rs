@@ -2,6 +2,7 @@
 //! pull secrets, the kubelet's way, so that the stock Kubewarden policy server can check
 //! private images (docs/broker.md; the encoding is docs/design/broker-encoding.md).
 
+mod answer;
 mod caller;
 mod cluster;
 mod destinations;

@@ -20,9 +20,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+use crate::answer::Answer;
 use crate::error::StartupError;
 use crate::metrics::Metrics;
-use crate::service::{Answer, Broker};
+use crate::service::Broker;
 use crate::tls::ReloadingCertificate;
 
 /// How long the accept loop rests after an accept error: EMFILE, the usual one, lasts until

@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant as Deadline;
 
+use crate::answer::Answer;
 use crate::caller::Caller;
 use crate::cluster::{Cluster, ClusterError};
 use crate::destinations::Destinations;
@@ -62,35 +63,6 @@ impl Gate {
         if let Ok(mut until) = self.silent_until.lock() {
             *until = Some(Instant::now() + backoff);
         }
-    }
-}
-
-/// An HTTP answer, independent of the server library.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// The status code.
-    pub status: u16,
-    /// Headers beyond `Content-Length`.
-    pub headers: Vec<(&'static str, String)>,
-    /// The body (dropped by the server for `HEAD`).
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(status: u16, body: serde_json::Value) -> Self {
-        Answer {
-            status,
-            headers: vec![("Content-Type", "application/json".into())],
-            body: body.to_string().into_bytes(),
-        }
-    }
-
-    /// An OCI error envelope with one error.
-    pub fn error(status: u16, code: &str, message: &str) -> Self {
-        Answer::json(
-            status,
-            json!({"errors": [{"code": code, "message": message, "detail": null}]}),
-        )
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use broker_reference::Refusal;
 
+use crate::answer::Answer;
 use crate::cluster::ClusterError;
-use crate::service::Answer;
 
 /// A lookup the broker could not make.
 #[derive(Debug, thiserror::Error)]
