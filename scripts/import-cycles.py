@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""Prints the import cycles between the files of a Rust crate's src/ and fails on any.
+"""Prints the import cycles of a Rust crate's src/ and fails on any, at two grains: between its
+files, and between its top-level entries (each file counted as the folder or file directly
+under src/ that holds it: `plan/admission.rs` is `plan/`, `credential_loop.rs` and
+`credential_loop/` are one entry, `lib.rs` is itself). The second makes the order of the
+folders a layering: no folder may reach one that reaches it back, even through files that form
+no cycle among themselves.
 
 A file depends on another when its production code (everything outside `#[cfg(test)]` items)
 names a path into the other's module: `use crate::a::b`, `crate::a::f()`, `super::x`, or a
-`mod` declaration's child naming its parent. Paths resolve to the longest module prefix that
-is a file (`crate::credentials::Keyring`, re-exported by `credentials/mod.rs`, is that file).
-Test code may reach anywhere: it is not part of the layering.
+`mod` declaration's child naming its parent. Paths resolve to the longest module prefix that is
+a file (`crate::credentials::Keyring`, re-exported by `credentials/mod.rs`, is that file). Test
+code may reach anywhere: it is not part of the layering, whether an item under `#[cfg(test)]`
+or a whole file declared so (`#[cfg(test)] mod tests;`), with the files below it.
 
-Usage: scripts/import-cycles.py [SRC_DIR]   (default: src). Exit 1 when a cycle exists.
+Usage: scripts/import-cycles.py [SRC_DIR ...]   (default: src). Exit 1 when any SRC_DIR has a
+cycle.
 """
 
 import pathlib
@@ -15,6 +22,10 @@ import re
 import sys
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
+# A module file declared only for tests: `#[cfg(test)]`, other attributes, `mod name;`.
+TEST_MOD = re.compile(
+    r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;"
+)
 
 
 def module_of(src: pathlib.Path, file: pathlib.Path) -> tuple:
@@ -113,14 +124,21 @@ def resolve(path: str, here: tuple, modules: dict):
     return None
 
 
-def main() -> int:
-    src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src")
+def file_graph(src: pathlib.Path) -> dict:
+    """Each file of `src` to the files its production code names."""
     files = sorted(src.rglob("*.rs"))
     modules = {module_of(src, f): f for f in files}
+    texts = {f: strip_comments_and_strings(f.read_text()) for f in files}
+    tests = set()
+    for file, text in texts.items():
+        here = module_of(src, file)
+        tests.update(here + (m.group(1),) for m in TEST_MOD.finditer(text))
     graph = {f: set() for f in files}
     for file in files:
         here = module_of(src, file)
-        text = without_test_items(strip_comments_and_strings(file.read_text()))
+        if any(here[: len(t)] == t for t in tests):
+            continue
+        text = without_test_items(texts[file])
         paths = expand_use_groups(text)
         paths += [m.group(1) + m.group(2) for m in PATH.finditer(text) if not m.group(2).endswith("{")]
         for path in paths:
@@ -130,21 +148,76 @@ def main() -> int:
                 graph[file].add(target)
     # A `mod.rs` declares its children; a child naming its parent's items is the only upward
     # edge that can close a circle with it, which the graph already holds.
+    return graph
+
+
+def entry_of(src: pathlib.Path, file: pathlib.Path) -> str:
+    """The top-level entry of src/ that holds `file`: `name/` for a folder (and for `name.rs`
+    beside its folder `name/`), else the file's own name."""
+    module = module_of(src, file)
+    if not module:
+        return file.name
+    return f"{module[0]}/" if (src / module[0]).is_dir() else f"{module[0]}.rs"
+
+
+def entry_graph(src: pathlib.Path, graph: dict) -> tuple:
+    """The file graph collapsed to top-level entries, and for each edge between two entries
+    the file edges that make it."""
+    entries, because = {}, {}
+    for file, targets in graph.items():
+        a = entry_of(src, file)
+        entries.setdefault(a, set())
+        for target in targets:
+            b = entry_of(src, target)
+            entries.setdefault(b, set())
+            if a != b:
+                entries[a].add(b)
+                because.setdefault((a, b), []).append((file, target))
+    return entries, because
+
+
+def check(src: pathlib.Path) -> int:
+    graph = file_graph(src)
+    failed = 0
     cycles = strongly_connected(graph)
     if not cycles:
-        print(f"import-cycles: no cycle between the {len(files)} files of {src}/")
-        return 0
+        print(f"import-cycles: no cycle between the {plural(len(graph), 'file')} of {src}/")
     for component in cycles:
+        failed = 1
         names = sorted(str(f.relative_to(src)) for f in component)
         print(f"import-cycles: {len(names)} files reach each other: {', '.join(names)}")
         for f in sorted(component):
             inside = sorted(str(t.relative_to(src)) for t in graph[f] if t in component)
             print(f"  {f.relative_to(src)} -> {', '.join(inside)}")
-    return 1
+    entries, because = entry_graph(src, graph)
+    cycles = strongly_connected(entries)
+    if not cycles:
+        print(f"import-cycles: no cycle between the {plural(len(entries), 'top-level entry')} of {src}/")
+    for component in cycles:
+        failed = 1
+        names = sorted(component)
+        print(f"import-cycles: {len(names)} top-level entries reach each other: {', '.join(names)}")
+        for a in names:
+            for b in sorted(t for t in entries[a] if t in component):
+                edges = sorted(because[(a, b)])
+                via = ", ".join(f"{f.relative_to(src)} -> {t.relative_to(src)}" for f, t in edges)
+                print(f"  {a} -> {b}: {via}")
+    return failed
+
+
+def plural(n: int, noun: str) -> str:
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
+
+
+def main() -> int:
+    dirs = [pathlib.Path(d) for d in sys.argv[1:]] or [pathlib.Path("src")]
+    return max(check(src) for src in dirs)
 
 
 def strongly_connected(graph: dict) -> list:
-    """Tarjan's algorithm; only components of two files or more (self-edges are dropped)."""
+    """Tarjan's algorithm; only components of two nodes or more (self-edges are dropped)."""
     index, low, stack, on_stack, out, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
