@@ -1,21 +1,20 @@
 //! The decision for one admission request, in four steps: [`plan`](crate::plan) what to check,
 //! [`look up`](crate::lookup) the registries, [`judge`](crate::judge) what the answers mean,
-//! and answer with the configured actions ([`report`](crate::report)). Pure apart from the
-//! [`Host`].
+//! and [`answer`](crate::answer) with the configured actions. Pure apart from the [`Host`].
 
 use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::admission::{AdmissionRequest, PayloadError, ValidationPayload};
-use crate::audit::{self, Origin};
-use crate::broker::{BrokerGuard, BrokerRoutes, Issued};
-use crate::budget::Budget;
+use crate::answer::audit::{self, Origin};
+use crate::answer::{decide, Decision};
+use crate::host::budget::Budget;
 use crate::host::Host;
 use crate::judge::{judge, Judgement};
+use crate::lookup::broker::{BrokerGuard, BrokerRoutes, Issued};
 use crate::lookup::Lookups;
+use crate::plan::admission::{AdmissionRequest, PayloadError, ValidationPayload};
 use crate::plan::{plan, Plan, Planned};
-use crate::report::{decide, Decision};
 use crate::settings::Settings;
 
 /// The audit annotation that names images found on a mirror rather than their registry.

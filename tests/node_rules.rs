@@ -1,7 +1,7 @@
 //! The node's exact rules: credentials sent to every location of a mirror chain as the
 //! kubelet looks them up, pins only where a digest pull reaches the digest, and pods that fit
-//! no node. Platform matching and scheduling have their unit tables in `src/platforms.rs` and
-//! `src/scheduling.rs`.
+//! no node. Platform matching and scheduling have their unit tables in
+//! `src/settings/platforms.rs` and `src/vocabulary/scheduling.rs`.
 
 mod common;
 

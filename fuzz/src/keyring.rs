@@ -8,7 +8,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use resolvable_images_policy::credentials::{Credential, Keyring};
-use resolvable_images_policy::reference::ImageReference;
+use resolvable_images_policy::vocabulary::reference::ImageReference;
 
 #[derive(Arbitrary, Debug)]
 struct Input {

@@ -4,7 +4,7 @@
 //! reference (so spellings share one host cache entry), and the normalised form parses back to
 //! the same normalised form and parts.
 
-use resolvable_images_policy::reference::ImageReference;
+use resolvable_images_policy::vocabulary::reference::ImageReference;
 
 /// One input of the target.
 pub fn run(data: &[u8]) {

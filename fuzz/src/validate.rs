@@ -9,9 +9,9 @@
 
 use std::sync::OnceLock;
 
+use resolvable_images_policy::answer::{WARNINGS_TOTAL_MAX, WARNING_MAX};
 use resolvable_images_policy::evaluate::validate_payload;
 use resolvable_images_policy::host::InMemoryHost;
-use resolvable_images_policy::report::{WARNINGS_TOTAL_MAX, WARNING_MAX};
 use resolvable_images_policy::testing::{b64, secret, service_account};
 use serde_json::{json, Value};
 

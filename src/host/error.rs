@@ -3,8 +3,8 @@
 //! "unreachable", never "not found": only a registry that was allowed to see the repository
 //! and answered 404 proves an image cannot be pulled.
 
-use crate::failure::{Failure, FailureKind, Observed};
-use crate::text::truncate;
+use crate::vocabulary::failure::{Failure, FailureKind, Observed};
+use crate::vocabulary::text::truncate;
 
 /// What a failed host call means, as far as its text tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

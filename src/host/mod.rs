@@ -1,8 +1,10 @@
 //! The host boundary: every call the policy makes out of the sandbox goes through [`Host`], so
 //! the decision logic runs unchanged under unit tests ([`InMemoryHost`]), the project's test
 //! host and a real Kubewarden policy server ([`WapcHost`]). Failed calls come back as a
-//! [`HostError`], classified once, here, from the host's text.
+//! [`HostError`], classified once, here, from the host's text. The calls of one evaluation
+//! spend one time [`budget`].
 
+pub mod budget;
 mod error;
 mod memory;
 mod wapc;

@@ -12,8 +12,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::field_error::FieldError;
-use crate::reference::{ImageReference, ReferenceError};
+use crate::vocabulary::field_error::FieldError;
+use crate::vocabulary::reference::{ImageReference, ReferenceError};
 use json_extent::{ExtentError, Scanner};
 
 /// Which references a mirror serves (`pull-from-mirror` in registries.conf).

@@ -1,10 +1,10 @@
 //! A finding, a failure with its subject (a container's or a volume's image, or a pull
 //! secret), and how it is worded: what the judge step produces and the answer step reports.
 
-use crate::failure::{Failure, FailureKind, Observed};
-use crate::reference::ImageReference;
-use crate::text::truncate;
-use crate::workload::ContainerImage;
+use crate::vocabulary::failure::{Failure, FailureKind, Observed};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::text::truncate;
+use crate::vocabulary::workload::ContainerImage;
 
 /// Kubernetes may truncate warnings longer than this.
 pub const WARNING_MAX: usize = 256;

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-use crate::text::truncate;
+use crate::vocabulary::text::truncate;
 
 /// Docker Hub's canonical domain: where names without a registry component live.
 pub const DEFAULT_REGISTRY: &str = "docker.io";

@@ -7,9 +7,9 @@
 //! against the attempts it reports, never making it more certain, and words the failure so that
 //! it names which pull secret saw a 404 and which was refused: secrets by name, never content.
 
-use crate::failure::LookupResult;
-use crate::failure::{Failure, FailureKind};
 use crate::host::{summarise, Attempt, AttemptOutcome, LookupAnswer};
+use crate::vocabulary::failure::LookupResult;
+use crate::vocabulary::failure::{Failure, FailureKind};
 
 /// The result of a credentialed lookup whose credentials came from `sources` (each one's pull
 /// secret, `namespace/name`, in the order they were sent; empty for an anonymous lookup).

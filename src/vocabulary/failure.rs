@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer};
 
-use crate::action::Action;
+use crate::vocabulary::action::Action;
 
 /// Why an image failed, or could not be checked.
 #[derive(Debug, Clone, PartialEq, Eq)]

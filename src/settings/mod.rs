@@ -1,5 +1,19 @@
 //! Policy settings: what operators may configure, parsed strictly so that a typo in a
 //! `ClusterAdmissionPolicy` is refused when the policy loads instead of silently ignored.
+//!
+//! The folder holds what the settings are made of, each parsed by its own module so that it
+//! can be read without the rest: the registry mirrors and short names of the nodes
+//! ([`mirrors`], [`short_names`]), the platforms required of images ([`platforms`]), the
+//! custom kinds ([`custom_kinds`]), the registries lookups may go to ([`lookup_scope`]), the
+//! lookup broker ([`broker_settings`]) and what the UI's form writes for nothing ([`ui_form`]).
+
+pub mod broker_settings;
+pub mod custom_kinds;
+pub mod lookup_scope;
+pub mod mirrors;
+pub mod platforms;
+pub mod short_names;
+pub mod ui_form;
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -9,18 +23,17 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-pub use crate::action::Action;
-use crate::broker_settings::BrokerSettings;
-use crate::custom_kinds::{CustomKind, CustomResourceRule};
-use crate::failure::{Failure, FailureKind};
-use crate::field_error::FieldError;
-use crate::globs::{self, Glob};
-use crate::lookup_scope::{LookupScope, Scope};
-use crate::mirrors::{Location, Mirrors, RegistryRule};
-use crate::platforms::Requirement;
-use crate::reference::ImageReference;
-use crate::short_names::{ShortNameRules, ShortNames};
-use crate::ui_form;
+use crate::settings::broker_settings::BrokerSettings;
+use crate::settings::custom_kinds::{CustomKind, CustomResourceRule};
+use crate::settings::lookup_scope::{LookupScope, Scope};
+use crate::settings::mirrors::{Location, Mirrors, RegistryRule};
+use crate::settings::platforms::Requirement;
+use crate::settings::short_names::{ShortNameRules, ShortNames};
+pub use crate::vocabulary::action::Action;
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::field_error::FieldError;
+use crate::vocabulary::globs::{self, Glob};
+use crate::vocabulary::reference::ImageReference;
 use json_extent::{each_plain_string_starting, has_string, string_list, ExtentError, Scanner};
 
 /// One action per failure class, keyed by [`FailureKind`]'s setting keys; a kind the operator
@@ -1421,7 +1434,7 @@ mod tests {
 
     #[test]
     fn mirror_locations_found_from_the_text_are_those_of_the_rules() {
-        use crate::reference::ImageReference;
+        use crate::vocabulary::reference::ImageReference;
         let documents = [
             json!({"registries": [
                 {"prefix": "docker.io/library", "mirrors": [{"location": "mirror.internal/hub"}]},
@@ -1470,7 +1483,7 @@ mod tests {
 
     #[test]
     fn exemptions_searched_in_the_text_answer_as_the_compiled_lists() {
-        use crate::reference::ImageReference;
+        use crate::vocabulary::reference::ImageReference;
         let documents = [
             json!({"exemptNamespaces": ["kube-system", "team-a"], "exemptImages": [
                 "registry.internal/*", "docker.io/library/busybox:*", "ghcr.io/org/app:1.0"]}),

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::platform::Platform;
+use crate::vocabulary::platform::Platform;
 
 /// The taint a cordoned node (`spec.unschedulable`) carries for the scheduler.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";

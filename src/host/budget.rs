@@ -4,8 +4,8 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, HostError};
+use crate::vocabulary::failure::{Failure, FailureKind};
 
 /// The time an evaluation may spend on host calls, measured with the host's clock. A host
 /// call cannot be interrupted, so the budget decides whether to make the *next* one: not when

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::budget::Budget;
-use crate::failure::{Failure, FailureKind};
-use crate::field_error::FieldError;
+use crate::host::budget::Budget;
 use crate::host::{Host, HostError, ListAllRequest};
-pub use crate::platform::{Platform, PlatformError};
-use crate::reference::ImageReference;
-use crate::scheduling::{nodes_of, Node, Placement, NODE_FIELDS};
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::field_error::FieldError;
+pub use crate::vocabulary::platform::{Platform, PlatformError};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::scheduling::{nodes_of, Node, Placement, NODE_FIELDS};
 
 /// A refused `requiredPlatforms` entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -320,7 +320,7 @@ impl<'a, H: Host> PlatformChecker<'a, H> {
 mod tests {
     use super::*;
     use crate::host::InMemoryHost;
-    use crate::scheduling::LazyJson;
+    use crate::vocabulary::scheduling::LazyJson;
     use serde_json::json;
 
     fn p(text: &str) -> Platform {

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::reference::ImageReference;
-use crate::scheduling::{LazyJson, Placement};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::scheduling::{LazyJson, Placement};
 use json_extent::{self, list_elements, struct_members, struct_members_at, Scanner, REFUSED};
 
 /// The kinds whose pods the kubelet will start, and so whose images must be pullable.
@@ -271,7 +271,11 @@ struct PodSpecFields<'a> {
     /// Kept as text and read entry by entry ([`lenient_volumes`]): a pod's volumes are mostly
     /// not images (every Pod has its projected ServiceAccount token), and building a `Value`
     /// of them cost more than the rest of a one-container Pod's spec on a fresh instance.
-    #[serde(default, borrow, deserialize_with = "crate::object::raw_text")]
+    #[serde(
+        default,
+        borrow,
+        deserialize_with = "crate::vocabulary::object::raw_text"
+    )]
     volumes: Option<&'a str>,
     #[serde(default, deserialize_with = "null_as_default")]
     image_pull_secrets: Vec<SecretReference>,
@@ -440,7 +444,7 @@ impl<'a> PodSpecFields<'a> {
     }
 
     /// The fields read by serde, for a spec the scanner's reading does not cover; out of line
-    /// like the request's fallback ([`crate::admission::AdmissionRequest::read_from`]).
+    /// like the request's fallback ([`crate::plan::admission::AdmissionRequest::read_from`]).
     #[cold]
     #[inline(never)]
     fn read_by_serde(raw: &'a str, pointer: &str) -> Result<Self, WorkloadError> {
@@ -589,7 +593,8 @@ where
 
 /// Reads the pod spec of an object of `kind` from `found`, the JSON at the kind's
 /// [pointer](WorkloadKind::pod_spec_pointer) of the object
-/// ([`crate::object::Object::metadata_and_at`] finds it in the pass that reads the metadata).
+/// ([`crate::vocabulary::object::Object::metadata_and_at`] finds it in the pass that reads the
+/// metadata).
 pub fn read_pod_spec(
     kind: WorkloadKind,
     found: Option<&str>,
@@ -704,7 +709,7 @@ fn view(spec: PodSpecFields<'_>, pointer: &str) -> PodSpecView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::Object;
+    use crate::vocabulary::object::Object;
     use serde_json::json;
 
     /// Reads the pod spec of `object` from its JSON, as a request's object is read.
@@ -951,7 +956,7 @@ mod tests {
     #[test]
     fn the_scanner_reads_pod_specs_as_serde_does() {
         let mut specs = Vec::new();
-        for review in crate::fixtures::reviews() {
+        for review in crate::vocabulary::fixtures::reviews() {
             pod_specs(&review, &mut specs);
         }
         assert!(specs.len() >= 12, "{}", specs.len());

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::field_error::FieldError;
-use crate::reference::ImageReference;
+use crate::vocabulary::field_error::FieldError;
+use crate::vocabulary::reference::ImageReference;
 
 /// How the nodes' runtime resolves short names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

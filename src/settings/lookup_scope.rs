@@ -8,10 +8,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::failure::{Failure, FailureKind};
-use crate::field_error::FieldError;
-use crate::globs::Glob;
-use crate::reference::ImageReference;
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::field_error::FieldError;
+use crate::vocabulary::globs::Glob;
+use crate::vocabulary::reference::ImageReference;
 use json_extent::{each_plain_string, each_plain_string_starting, has_string};
 
 /// The networks lookups are never sent to unless the operator says otherwise: link-local

@@ -2,22 +2,27 @@
 //! (`oci/v1/manifest_digest`, on every host, made on demand) or, where the host offers it and
 //! the operator enabled it, with each pod's own credentials in one batch
 //! (`oci/v1/resolve_images`); and what a mirror chain's lookups add up to.
+//!
+//! The folder holds the rewrite to the lookup broker ([`broker`]) and what a credentialed
+//! lookup's attempts mean ([`credential_attempts`]).
+
+pub mod broker;
+pub mod credential_attempts;
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashSet};
 
-use crate::broker::BrokerRoutes;
-use crate::credential_attempts;
-use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ImageLookup, ResolveImagesRequest};
-use crate::lookup_scope::Scope;
-use crate::mirrors::Location;
+use crate::lookup::broker::BrokerRoutes;
 use crate::plan::{Pod, PodId};
-use crate::reference::ImageReference;
+use crate::settings::lookup_scope::Scope;
+use crate::settings::mirrors::Location;
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::reference::ImageReference;
 use kubelet_credentials::Keyring;
 
-pub use crate::budget::Budget;
-pub use crate::failure::LookupResult;
+pub use crate::host::budget::Budget;
+pub use crate::vocabulary::failure::LookupResult;
 
 /// Lookups are kept apart by whose credentials they used: the policy server's (`credentials`
 /// `None`) or those a pod's keyring gives the image's own name (the kubelet looks credentials

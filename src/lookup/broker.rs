@@ -20,14 +20,14 @@ use std::rc::Rc;
 use broker_reference::{BrokeredName, Credentials, SealingKey};
 use serde_json::Value;
 
-pub use crate::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
-use crate::failure::{Failure, FailureKind};
 use crate::host::{
     Host, HostError, HostErrorKind, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse,
     ResourceRequest,
 };
 use crate::plan::{Pod, PodId};
-use crate::reference::ImageReference;
+pub use crate::settings::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::reference::ImageReference;
 use kubelet_credentials::{distinct_names, SecretSource};
 
 /// The brokered lookups of one request: which (pod, image) go through the broker, with which

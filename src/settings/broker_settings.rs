@@ -1,5 +1,5 @@
-//! The `lookupBroker` setting, apart from the rewrite it drives (`broker`), so that settings
-//! can parse it without depending on the lookup step.
+//! The `lookupBroker` setting, apart from the rewrite it drives (`lookup::broker`), so that
+//! settings can parse it without depending on the lookup step.
 
 use serde::Deserialize;
 

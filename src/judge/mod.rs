@@ -1,19 +1,24 @@
 //! The third step of a decision: what each planned image's lookups add up to. A chain that
 //! failed is explained with the pod's pull secrets; a found image is checked against the
 //! required platforms; what was found is remembered for pins and the mirror annotation.
+//!
+//! The folder holds the images the nodes already have ([`node_images`]), read only when they
+//! could save an absent image.
 
-use crate::budget::Budget;
-use crate::failure::{Failure, FailureKind};
-use crate::finding::{Finding, Subject};
+pub mod node_images;
+
+use crate::host::budget::Budget;
 use crate::host::Host;
+use crate::judge::node_images::{name_nodes, NodeImages};
 use crate::lookup::{Found, Lookups};
-use crate::node_images::{name_nodes, NodeImages};
+use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
-use crate::platforms::{PlatformChecker, Use};
-use crate::reference::ImageReference;
-use crate::scheduling::Placement;
+use crate::settings::platforms::{PlatformChecker, Use};
 use crate::settings::Settings;
-use crate::workload::PullPolicy;
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::scheduling::Placement;
+use crate::vocabulary::workload::PullPolicy;
 
 /// The findings of one request, and what its found images leave behind.
 #[derive(Debug, Default)]

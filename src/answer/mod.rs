@@ -1,17 +1,22 @@
 //! Turning findings into the policy's answer: which action each failure gets, and messages that
 //! name the resource, the container, the image, the registry, the reason and what to do.
+//!
+//! The folder holds the answer to Kubewarden's audit scanner ([`audit`]): what the next pull
+//! of the object's images will do, rather than whether the request is admitted.
+
+pub mod audit;
 
 use std::collections::HashMap;
 
 use kubewarden_policy_sdk::response::ValidationResponse;
 
-use crate::action::Action;
-use crate::failure::Failure;
-use crate::finding::Finding;
-pub use crate::finding::WARNING_MAX;
-use crate::object::Resource;
+use crate::plan::finding::Finding;
+pub use crate::plan::finding::WARNING_MAX;
 use crate::settings::ActionFor;
-use crate::text::truncate;
+use crate::vocabulary::action::Action;
+use crate::vocabulary::failure::Failure;
+use crate::vocabulary::object::Resource;
+use crate::vocabulary::text::truncate;
 
 /// The API server keeps at most this many bytes of warnings per response and drops the rest.
 pub const WARNINGS_TOTAL_MAX: usize = 4096;
@@ -221,10 +226,10 @@ fn total_len(warnings: &[String]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failure::FailureKind;
-    use crate::reference::ImageReference;
     use crate::settings::Actions;
-    use crate::workload::{ContainerImage, ContainerList};
+    use crate::vocabulary::failure::FailureKind;
+    use crate::vocabulary::reference::ImageReference;
+    use crate::vocabulary::workload::{ContainerImage, ContainerList};
 
     fn finding(image: &str, kind: FailureKind, detail: &str) -> Finding {
         Finding::image(

@@ -6,14 +6,14 @@
 
 use serde::Deserialize;
 
-use crate::action::Action;
-use crate::admission::{AdmissionRequest, Operation};
-use crate::failure::FailureKind;
-use crate::finding::{Finding, Subject};
-use crate::object::{Metadata, Object, Resource};
-use crate::report::Decision;
+use crate::answer::Decision;
+use crate::plan::admission::{AdmissionRequest, Operation};
+use crate::plan::finding::{Finding, Subject};
 use crate::settings::ActionFor;
-use crate::text::truncate;
+use crate::vocabulary::action::Action;
+use crate::vocabulary::failure::FailureKind;
+use crate::vocabulary::object::{Metadata, Object, Resource};
+use crate::vocabulary::text::truncate;
 
 /// The longest message an audit answer carries: Policy Reporter and the Kubewarden UI show
 /// a result's message in a table cell, and a report is stored in etcd once per resource.

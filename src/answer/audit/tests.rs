@@ -1,11 +1,11 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::admission::ValidationPayload;
-use crate::failure::Failure;
-use crate::reference::ImageReference;
+use crate::plan::admission::ValidationPayload;
 use crate::settings::Actions;
-use crate::workload::{ContainerImage, ContainerList};
+use crate::vocabulary::failure::Failure;
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::workload::{ContainerImage, ContainerList};
 
 fn request(value: Value) -> AdmissionRequest<'static> {
     // the text lives for the test: a request borrows its objects from it
@@ -215,7 +215,7 @@ fn an_admission_instance_answers_audits_without_looking_up() {
 /// docs/audit.md's table of what an audit reports per verdict: (verdict, result) for each row
 /// of the table whose header is `| verdict | result | why |`.
 fn documented_results() -> Vec<(String, String)> {
-    let doc = include_str!("../../docs/audit.md");
+    let doc = include_str!("../../../docs/audit.md");
     let cells = |line: &str| -> Vec<String> {
         line.trim()
             .trim_matches('|')

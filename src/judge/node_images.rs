@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
-use crate::budget::Budget;
+use crate::host::budget::Budget;
 use crate::host::{Host, ListAllRequest};
-use crate::reference::ImageReference;
+use crate::vocabulary::reference::ImageReference;
 
 /// How many nodes a message names.
 const NODES_NAMED: usize = 3;

@@ -1,21 +1,29 @@
 //! The first step of a decision: what to check. Which pod specs the object holds, which of
 //! their images the kubelet will pull (new ones only on UPDATE, never `Never`, not exempt),
 //! with which pull secrets, and through which chain of locations.
+//!
+//! The folder holds what the plan reads, the admission request ([`admission`]) and the pull
+//! secrets of each pod ([`pull_secrets`]), and the finding ([`finding`]) that this step and
+//! the next ones produce.
+
+pub mod admission;
+pub mod finding;
+pub mod pull_secrets;
 
 use std::collections::HashSet;
 
-use crate::admission::{AdmissionRequest, Operation};
-use crate::custom_kinds::CustomKind;
-use crate::failure::{Failure, FailureKind, Observed};
-use crate::finding::AlsoAsked;
 use crate::host::Host;
-use crate::mirrors::Location;
-use crate::object::{Metadata, Object, Resource};
-use crate::pull_secrets::{self, PullSecrets};
-use crate::reference::ImageReference;
+use crate::plan::admission::{AdmissionRequest, Operation};
+use crate::plan::finding::AlsoAsked;
+use crate::plan::pull_secrets::PullSecrets;
+use crate::settings::custom_kinds::CustomKind;
+use crate::settings::mirrors::Location;
+use crate::settings::short_names::{self, Resolution, ShortNames};
 use crate::settings::{OwnedObjects, Settings};
-use crate::short_names::{self, Resolution, ShortNames};
-use crate::workload::{
+use crate::vocabulary::failure::{Failure, FailureKind, Observed};
+use crate::vocabulary::object::{Metadata, Object, Resource};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::workload::{
     read_pod_spec, ContainerImage, ContainerList, PodSpecView, PullPolicy, WorkloadError,
     WorkloadKind,
 };

@@ -5,10 +5,10 @@
 //! `imagePullSecrets` are final. A pod template has not, so the plugin is emulated: the
 //! template's own secrets, else those of its ServiceAccount (`default` when unnamed).
 
-use crate::failure::{Failure, FailureKind};
 use crate::host::{Host, ResourceRequest};
-use crate::reference::ImageReference;
-use crate::workload::PodSpecView;
+use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::reference::ImageReference;
+use crate::vocabulary::workload::PodSpecView;
 use kubelet_credentials::{
     distinct_names, parse_pull_secret, service_account_secret_names, Keyring, SecretSource,
 };

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use serde_json_path::JsonPath;
 
-use crate::field_error::FieldError;
-use crate::workload::{
+use crate::vocabulary::field_error::FieldError;
+use crate::vocabulary::workload::{
     read_pod_spec_at, ContainerImage, ContainerList, PodSpecView, WorkloadError,
 };
 

@@ -540,7 +540,7 @@ mod tests {
     #[test]
     fn the_scanner_reads_metadata_as_serde_does() {
         let mut texts = Vec::new();
-        for value in crate::fixtures::reviews() {
+        for value in crate::vocabulary::fixtures::reviews() {
             for object in ["object", "oldObject"] {
                 let metadata = &value["request"][object]["metadata"];
                 if !metadata.is_null() {
@@ -603,7 +603,7 @@ mod tests {
     #[test]
     fn a_walked_object_answers_as_its_text_does() {
         let mut texts = Vec::new();
-        for value in crate::fixtures::reviews() {
+        for value in crate::vocabulary::fixtures::reviews() {
             for object in ["object", "oldObject"] {
                 if value["request"][object].is_object() {
                     texts.push(value["request"][object].to_string());

@@ -11,7 +11,7 @@ use json_extent::{
     Scanner,
 };
 
-use crate::object::{Metadata, Object};
+use crate::vocabulary::object::{Metadata, Object};
 
 /// What the host passes to `validate`: the policy's settings and the admission request.
 #[derive(Debug)]
@@ -343,7 +343,7 @@ impl Operation {
 
 /// An object member kept as its JSON text, borrowed from the payload (`null` is absent).
 fn raw_object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Object<'de>, D::Error> {
-    crate::object::raw_text(deserializer).map(Object::new)
+    crate::vocabulary::object::raw_text(deserializer).map(Object::new)
 }
 
 /// Treats an explicit JSON `null` like an absent field.
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn the_scanner_reads_requests_as_serde_does() {
-        let mut texts: Vec<String> = crate::fixtures::reviews()
+        let mut texts: Vec<String> = crate::vocabulary::fixtures::reviews()
             .iter()
             .map(|review| review["request"].to_string())
             .collect();
