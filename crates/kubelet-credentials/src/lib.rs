@@ -1,5 +1,5 @@
 //! Image pull secrets and the kubelet's keyring: which registry credentials a pull of a given
-//! image will try, ported rule for rule from the kubelet's `pkg/credentialprovider`
+//! image will try, by the rules of the kubelet's `pkg/credentialprovider`
 //! (`keyring.go`, `config.go`, `secrets/secrets.go`), so that the policy checks an image with
 //! exactly the credentials the kubelet would send, or with none when it would pull anonymously.
 //!
