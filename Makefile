@@ -16,9 +16,9 @@
 # what a plain release build makes; the wasm-only guests are linted by `cargo clippy` (lint).
 CLIPPY_DRIVER := $(or $(shell rustup which clippy-driver 2>/dev/null),$(shell command -v clippy-driver 2>/dev/null))
 NATIVE_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ cargo
-WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml e2e-tests/host/Cargo.toml)
+WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.toml guests/*/Cargo.toml)
 SOURCE_FILES := $(shell find src wasm/src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
-NATIVE_SOURCES := $(shell find src crates broker/src e2e-tests/host/src -type f -name '*.rs') $(WORKSPACE_FILES)
+NATIVE_SOURCES := $(shell find src crates broker/src -type f -name '*.rs') $(WORKSPACE_FILES)
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_wasm.wasm
 HOST := target/debug/policy-host
 # The lookup broker (broker/, docs/broker.md).
@@ -89,15 +89,15 @@ $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
 host-only:
 	cargo build --profile test -p policy-host
 
-# The test host's own regression tests (e2e-tests/host/tests/host.bats): a tiny guest whose
-# settings choose its host calls (tests/probe-guest), against real registries.
+# The test host's own regression tests (crates/policy-host/tests/host.bats): a tiny guest whose
+# settings choose its host calls (guests/probe-guest), against real registries.
 PROBE_GUEST := target/wasm32-wasip1/release/probe_guest.wasm
-$(PROBE_GUEST): $(shell find e2e-tests/host/tests/probe-guest/src -type f -name '*.rs') $(WORKSPACE_FILES)
+$(PROBE_GUEST): $(shell find guests/probe-guest/src -type f -name '*.rs') $(WORKSPACE_FILES)
 	cargo build -p probe-guest --target wasm32-wasip1 --release
 
 .PHONY: host-tests
 host-tests: $(HOST) $(PROBE_GUEST)
-	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats e2e-tests/host/tests/host.bats
+	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats crates/policy-host/tests/host.bats
 
 .PHONY: fmt
 fmt:
@@ -109,8 +109,7 @@ fmt-check:
 
 # No import cycle in any crate, between its files or between the folders directly under its
 # src/: the modules depend only downward (the policy's layers: src/lib.rs).
-CRATE_SOURCES := src broker/src $(wildcard crates/*/src) e2e-tests/host/src \
-	e2e-tests/host/tests/probe-guest/src fuzz/src wasm/src $(wildcard benches/*/src)
+CRATE_SOURCES := src broker/src $(wildcard crates/*/src) fuzz/src wasm/src $(wildcard guests/*/src)
 .PHONY: cycles
 cycles:
 	python3 scripts/test_import_cycles.py
@@ -237,7 +236,7 @@ fuzz:
 # Benchmarks (docs/performance.md): the policy, accept-all and the probe on the real
 # policy-server when one is found (POLICY_SERVER above), guest
 # cost against an accept-all and a probe policy
-# (benches/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
+# (guests/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
 PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm

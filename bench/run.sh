@@ -16,8 +16,8 @@
 #                     request, the policy's compiled code apart from the server's, which do not
 #                     move with the machine's load. bench/policy_server.sh, bench/server_callgrind.py;
 #   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
-#                     and 100 containers, against benches/accept-all (parses, accepts) and
-#                     benches/probe (parses, one oci/v1/manifest_digest per distinct image,
+#                     and 100 containers, against guests/accept-all (parses, accepts) and
+#                     guests/probe (parses, one oci/v1/manifest_digest per distinct image,
 #                     accepts) in the same host;
 #   2. module size    raw, after wasm-opt, the baselines, and the policy's code by crate
 #                     (bench/size_by_crate.py on a `wasm-opt -Os -g` build, which keeps names);

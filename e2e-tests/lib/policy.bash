@@ -21,7 +21,7 @@ host_ready() {
 # require_host: in bats `setup`: skip (or fail in CI) when the host or the policy is missing.
 require_host() {
   host_ready && return 0
-  local why="policy-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build e2e-tests/host"
+  local why="policy-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build crates/policy-host"
   on_kwctl && why="E2E_HOST=kwctl needs KWCTL, an executable kwctl (KWCTL='$KWCTL'), and the policy ($POLICY_WASM)"
   if [[ "${CI:-}" == true ]]; then
     echo "$why" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Regression tests of policy-host itself (not of the policy), with the probe guest
-# (tests/probe-guest) and real Debian docker-registry instances on 127.0.0.1.
+# (guests/probe-guest) and real Debian docker-registry instances on 127.0.0.1.
 #
 # Needs: the test host (target/debug/policy-host, or $POLICY_HOST), the probe guest built for
 # wasm32-wasip1 (or $PROBE_GUEST), docker-registry, skopeo, htpasswd, jq. Run: make host-tests
@@ -59,7 +59,7 @@ build_layout() {
 }
 
 setup_file() {
-  [[ -x $H && -f $G ]] || skip "build policy-host and tests/probe-guest first"
+  [[ -x $H && -f $G ]] || skip "build policy-host and guests/probe-guest first"
   export NO_PROXY='*' no_proxy='*'
   start_registry anon
   start_registry auth auth
