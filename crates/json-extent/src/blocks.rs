@@ -10,9 +10,9 @@
 //! close is looked at bit by bit. Natively the masks are made a byte at a time: the tests run
 //! everything but the SIMD comparisons.
 
-// Made a byte at a time in wasm, the masks would cost a request more than token-by-token
-// reading did (670k instructions instead of 304k for the large settings document of
-// `bench/settings/`): a build without SIMD is refused rather than shipped slow.
+// Made a byte at a time in wasm, the masks would cost a request more than reading token by
+// token (bench/results/guest-instructions.md): a build without SIMD is refused rather than
+// shipped slow.
 #[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
 compile_error!(
     "the policy's wasm build needs WebAssembly SIMD: .cargo/config.toml enables it; \
