@@ -1153,11 +1153,6 @@ mod tests {
         assert_eq!(reference.name(), "[::1]:5000/team/app");
     }
 
-    /// The cases of a shared vector file, `None` (said on stderr) when it is absent.
-    fn shared_vectors(file: &str) -> Option<Vec<serde_json::Value>> {
-        crate::testing::shared_vectors(file)
-    }
-
     /// A string field of a vector case, `None` when null or absent.
     fn field<'a>(case: &'a serde_json::Value, name: &str) -> Option<&'a str> {
         case.get(name).and_then(serde_json::Value::as_str)
@@ -1203,7 +1198,7 @@ mod tests {
     /// inputs of upstream tests) gets the same validity and normalised parts here.
     #[test]
     fn agrees_with_the_shared_normalisation_vectors() {
-        let Some(cases) = shared_vectors("reference-normalize.json") else {
+        let Some(cases) = crate::testing::shared_vectors("reference-normalize.json") else {
             return;
         };
         assert!(!cases.is_empty());
@@ -1282,7 +1277,7 @@ mod tests {
     /// `[registry/]path` names, image IDs, and whole references split into their parts.
     #[test]
     fn agrees_with_the_shared_grammar_vectors() {
-        let Some(cases) = shared_vectors("reference-regexp.json") else {
+        let Some(cases) = crate::testing::shared_vectors("reference-regexp.json") else {
             return;
         };
         assert!(!cases.is_empty());
