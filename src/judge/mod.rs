@@ -13,6 +13,7 @@ use crate::judge::node_images::{name_nodes, NodeImages};
 use crate::lookup::{Found, Lookups};
 use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
+use crate::settings::mirrors::Chain;
 use crate::settings::platforms::{PlatformChecker, Use};
 use crate::settings::Settings;
 use crate::vocabulary::failure::{Failure, FailureKind};
@@ -95,6 +96,15 @@ impl<H: Host> Judge<'_, '_, '_, H> {
             Err(invalid) => return Some(invalid.clone()),
             Ok(image) => image,
         };
+        if let Some(blocked) = &check.blocked {
+            // no location to ask: the node fails before any lookup, unless it never pulls
+            return Some(cached_on_nodes(
+                blocked.clone(),
+                check,
+                image,
+                &mut self.node_images,
+            ));
+        }
         match self
             .lookups
             .chain(pod.id, image, &check.chain, self.budget, self.host)
@@ -154,14 +164,13 @@ impl<H: Host> Judge<'_, '_, '_, H> {
         let container = &check.container;
         let pinned = format!("{}@{}", container.image, found.digest);
         let by_digest = ImageReference::parse(&format!("{}@{}", image.name(), found.digest));
-        let digest_chain = match &by_digest {
-            Ok(by_digest) => self.settings.locations(by_digest),
-            Err(_) => Vec::new(),
-        };
-        let reaches_found = digest_chain
+        let digest_chain = by_digest.as_ref().ok().map(|r| self.settings.chain(r));
+        let locations = digest_chain.as_ref().map_or(&[][..], |c| &c.locations[..]);
+        let reaches_found = locations
             .iter()
             .any(|location| location.reference.name() == found.location.reference.name());
-        let verdict = match (reaches_found, &by_digest, digest_chain.first()) {
+        let refusal = digest_chain.as_ref().and_then(Chain::refusal);
+        let verdict = match (reaches_found, &by_digest, locations.first()) {
             (true, _, _) => Ok(()),
             (false, Ok(by_digest), Some(first)) => self
                 .lookups
@@ -176,6 +185,10 @@ impl<H: Host> Judge<'_, '_, '_, H> {
                         failure.kind
                     )
                 }),
+            (false, Ok(_), None) => Err(format!(
+                "a pull by digest asks no location: {}",
+                refusal.as_deref().unwrap_or("its chain is empty")
+            )),
             _ => Err("the digest reference is not valid".to_owned()),
         };
         match verdict {
@@ -233,8 +246,9 @@ fn explain(
     }
 }
 
-/// An absent image that nodes still hold is not certain to fail when the kubelet pulls it only
-/// if the node lacks it (`IfNotPresent`): pods placed on those nodes start.
+/// An absent image, or one whose every location the nodes refuse, is not certain to fail
+/// when nodes still hold it and the kubelet pulls only if the node lacks it (`IfNotPresent`):
+/// pods placed on those nodes start.
 fn cached_on_nodes<H: Host>(
     failure: Failure,
     check: &Check,
@@ -242,7 +256,12 @@ fn cached_on_nodes<H: Host>(
     node_images: &mut NodeImages<'_, H>,
 ) -> Failure {
     let policy = PullPolicy::effective(check.container.pull_policy.as_deref(), reference);
-    if failure.kind != FailureKind::Absent || policy != PullPolicy::IfNotPresent {
+    let said = match failure.kind {
+        FailureKind::Absent => "the registry said",
+        FailureKind::BlockedRegistry => "elsewhere",
+        _ => return failure,
+    };
+    if policy != PullPolicy::IfNotPresent {
         return failure;
     }
     let nodes = node_images.holding(reference);
@@ -252,7 +271,7 @@ fn cached_on_nodes<H: Host>(
     Failure::new(
         FailureKind::CachedOnNodes,
         format!(
-            "cached on {} node(s) ({}), where IfNotPresent starts pods without a pull; the registry said: {}",
+            "cached on {} node(s) ({}), where IfNotPresent starts pods without a pull; {said}: {}",
             nodes.len(),
             name_nodes(&nodes),
             failure.detail

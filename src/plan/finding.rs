@@ -22,6 +22,14 @@ pub enum AlsoAsked {
     /// CRI-O's unqualified-search registries, in order, the reference's own first
     /// (`shortNames`), each with its mirrors.
     SearchRegistries(Vec<String>),
+    /// Only the locations the nodes contact: a blocked rule (`registries`) refuses the
+    /// others, the image's own registry among them.
+    WithoutRefused {
+        /// The locations asked, in order, as looked up.
+        asked: Vec<String>,
+        /// The prefixes of the blocked rules that refuse the others.
+        refused: Vec<String>,
+    },
 }
 
 /// What a finding is about.
@@ -120,6 +128,11 @@ impl Finding {
             (Some(_), AlsoAsked::SearchRegistries(registries)) => {
                 format!("{label} on search registries {}", registries.join(", "))
             }
+            (Some(_), AlsoAsked::WithoutRefused { asked, refused }) => format!(
+                "{label} on {} (the nodes refuse pulls from {})",
+                asked.join(", "),
+                refused.join(", ")
+            ),
             (Some(reference), AlsoAsked::Nothing) => {
                 format!("{label} on registry {}", reference.registry())
             }
@@ -142,9 +155,18 @@ impl Finding {
             Observed::AsKind => {}
         }
         match self.failure.kind {
-            FailureKind::Absent => format!(
-                "check that the tag or digest was pushed to {name} and is spelled correctly"
-            ),
+            FailureKind::Absent => match &self.subject {
+                Subject::Image {
+                    also_asked: AlsoAsked::WithoutRefused { asked, .. },
+                    ..
+                } => format!(
+                    "the nodes pull it only from {}: check that the tag or digest was pushed there",
+                    asked.join(", ")
+                ),
+                _ => format!(
+                    "check that the tag or digest was pushed to {name} and is spelled correctly"
+                ),
+            },
             FailureKind::InvalidReference => "write the image as [registry/]repository[:tag][@digest] with a lowercase repository; the kubelet would report InvalidImageName".to_owned(),
             FailureKind::Unauthorized => format!(
                 "if the image is private, make sure the pod has an imagePullSecret for {registry} and the policy can use it"
@@ -163,6 +185,9 @@ impl Finding {
             ),
             FailureKind::NotLookedUp => "add the registry to lookupRegistries to have it checked, or check the image yourself".to_owned(),
             FailureKind::UnresolvedShortName => "write the image with its registry (e.g. docker.io/library/nginx:1.25), or give the nodes an alias for it in registries.conf (and in shortNames.aliases)".to_owned(),
+            FailureKind::BlockedRegistry => format!(
+                "the nodes never pull from {registry}: copy the image to a mirror they pull from and list it in that rule's mirrors (on the nodes and in registries), or write the image from a registry they allow"
+            ),
             FailureKind::UncoveredRegistry => format!(
                 "add an imagePullSecret for {registry} to the pod or its ServiceAccount, or fix the image if it does not exist"
             ),

@@ -17,7 +17,7 @@ use crate::plan::admission::{AdmissionRequest, Operation};
 use crate::plan::finding::AlsoAsked;
 use crate::plan::pull_secrets::PullSecrets;
 use crate::settings::custom_kinds::CustomKind;
-use crate::settings::mirrors::Location;
+use crate::settings::mirrors::{Chain, Location, Refusal};
 use crate::settings::short_names::{self, Resolution, ShortNames};
 use crate::settings::{OwnedObjects, Settings};
 use crate::vocabulary::failure::{Failure, FailureKind, Observed};
@@ -118,6 +118,10 @@ pub struct Check {
     /// unqualified-search registries for a short name (`shortNames`); their locations follow
     /// `reference`'s in `chain`.
     pub alternatives: Vec<ImageReference>,
+    /// The locations the nodes never contact (`registries[i].blocked`), left out of `chain`.
+    pub refused: Vec<Refusal>,
+    /// Why the pull fails before any lookup, when the nodes refuse every location.
+    pub blocked: Option<Failure>,
 }
 
 impl Check {
@@ -129,6 +133,8 @@ impl Check {
             reference,
             chain: Vec::new(),
             alternatives: Vec::new(),
+            refused: Vec::new(),
+            blocked: None,
         }
     }
 
@@ -160,19 +166,51 @@ impl Check {
                     .map(|r| r.registry().to_owned())
                     .collect(),
             ),
+            _ if !self.refused.is_empty() => AlsoAsked::WithoutRefused {
+                asked: self
+                    .chain
+                    .iter()
+                    .map(|location| location.reference.lookup_reference())
+                    .collect(),
+                refused: self.refused_prefixes(),
+            },
             _ if self.chain.len() > 1 => AlsoAsked::Mirrors,
             _ => AlsoAsked::Nothing,
         }
     }
 
+    /// The prefixes of the blocked rules that refuse a location of the chain, once each.
+    fn refused_prefixes(&self) -> Vec<String> {
+        let mut prefixes: Vec<String> = Vec::new();
+        for refusal in &self.refused {
+            if !prefixes.contains(&refusal.prefix) {
+                prefixes.push(refusal.prefix.clone());
+            }
+        }
+        prefixes
+    }
+
     /// The locations a node tries for this image, in order: each reference's mirrors, then
-    /// the reference itself.
+    /// the reference itself; those a blocked rule refuses are left out, and when none is
+    /// left the pull is known to fail (`blockedRegistry`).
     fn locate(&mut self, settings: &Settings) {
-        if let Ok(reference) = &self.reference {
-            self.chain = std::iter::once(reference)
-                .chain(&self.alternatives)
-                .flat_map(|reference| settings.locations(reference))
-                .collect();
+        let Ok(reference) = &self.reference else {
+            return;
+        };
+        let chains: Vec<Chain> = std::iter::once(reference)
+            .chain(&self.alternatives)
+            .map(|reference| settings.chain(reference))
+            .collect();
+        let refusals: Vec<String> = chains.iter().filter_map(Chain::refusal).collect();
+        for chain in chains {
+            self.chain.extend(chain.locations);
+            self.refused.extend(chain.refused);
+        }
+        if self.chain.is_empty() && !refusals.is_empty() {
+            self.blocked = Some(Failure::new(
+                FailureKind::BlockedRegistry,
+                refusals.join("; "),
+            ));
         }
     }
 

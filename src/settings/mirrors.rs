@@ -5,6 +5,11 @@
 //! `*.domain`, and the longest prefix that matches chooses the rule; its mirrors are tried in
 //! order, then the primary location (the prefix, or its `location` rewrite). The image is
 //! resolvable when any location has it, and absent only when every location says so.
+//!
+//! A `blocked` rule refuses every location whose own name it is the longest match for: the
+//! node never contacts such a location, so a blocked rule's primary is left out of the chain
+//! while its mirrors are still tried, as containers/image does (it looks the rule up again by
+//! each location's name before contacting it).
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -56,6 +61,10 @@ pub struct RegistryRule {
     /// Mirrors, tried in order before the primary location.
     #[serde(default)]
     pub mirrors: Vec<Mirror>,
+    /// The nodes refuse to contact any location this rule is the longest match for: its
+    /// primary, a mirror under its prefix. Its own mirrors elsewhere are still tried.
+    #[serde(default)]
+    pub blocked: bool,
 }
 
 /// One place a node may pull an image from.
@@ -65,6 +74,79 @@ pub struct Location {
     pub reference: ImageReference,
     /// True for a mirror, false for the primary location.
     pub is_mirror: bool,
+}
+
+/// A location of a chain that the nodes never contact: a `blocked` rule is the longest match
+/// for its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The location as the chain has it.
+    pub location: Location,
+    /// The blocked rule's index in the rule list.
+    pub rule: usize,
+    /// The blocked rule's prefix.
+    pub prefix: String,
+}
+
+/// The chain a node builds for a reference: the locations it asks, in order, and those its
+/// configuration refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// The locations asked, mirrors first; the primary last unless refused.
+    pub locations: Vec<Location>,
+    /// The locations left out because a blocked rule refuses them, in chain order.
+    pub refused: Vec<Refusal>,
+    /// How many of the rule's mirrors serve only the other kind of reference
+    /// (`pullFromMirror`), and are not in the chain for this one.
+    pub unserved_mirrors: usize,
+    /// True when the reference is pinned by digest (the chain of a digest pull).
+    pub by_digest: bool,
+}
+
+impl Chain {
+    /// The chain of a reference no rule matches: its primary location alone.
+    pub fn direct(reference: &ImageReference) -> Self {
+        Chain {
+            locations: vec![Location {
+                reference: reference.clone(),
+                is_mirror: false,
+            }],
+            refused: Vec::new(),
+            unserved_mirrors: 0,
+            by_digest: reference.digest().is_some(),
+        }
+    }
+
+    /// When the nodes refuse every location: why, naming each blocked rule by its setting
+    /// (`registries[0].blocked`) and saying what became of the rule's mirrors.
+    pub fn refusal(&self) -> Option<String> {
+        if !self.locations.is_empty() || self.refused.is_empty() {
+            return None;
+        }
+        let mut rules: Vec<(usize, &str)> = Vec::new();
+        for refusal in &self.refused {
+            if !rules.iter().any(|(rule, _)| *rule == refusal.rule) {
+                rules.push((refusal.rule, &refusal.prefix));
+            }
+        }
+        let rules = rules
+            .iter()
+            .map(|(rule, prefix)| format!("{prefix} (registries[{rule}].blocked)"))
+            .collect::<Vec<_>>()
+            .join(" and from ");
+        let mirrors = self.refused.iter().filter(|r| r.location.is_mirror).count();
+        let note = match (self.unserved_mirrors, mirrors) {
+            (0, 0) => ", with no mirror".to_owned(),
+            (0, _) => String::new(),
+            (unserved, _) => format!(
+                ", and {unserved} mirror(s) of the rule serve only pulls by {} (pullFromMirror)",
+                if self.by_digest { "tag" } else { "digest" }
+            ),
+        };
+        Some(format!(
+            "nodes refuse pulls from {rules}{note}: no location is left to pull from"
+        ))
+    }
 }
 
 /// Validated mirror rules. A request's are read from the settings' text: each rule's prefix
@@ -196,25 +278,35 @@ impl<'a> Mirrors<'a> {
         self.problem.get()
     }
 
-    /// The locations a node tries for `reference`, in order; the primary location is last.
-    /// Locations that do not form a valid reference once rewritten are left out.
+    /// The locations a node asks for `reference`, in order, as [`Mirrors::chain`] builds them.
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
-        let primary_only = || {
-            vec![Location {
-                reference: reference.clone(),
-                is_mirror: false,
-            }]
-        };
+        self.chain(reference).locations
+    }
+
+    /// The chain a node builds for `reference`: the matching rule's mirrors that serve it, in
+    /// order, then the primary location; each left out, as refused, when a blocked rule is the
+    /// longest match for its own name. Locations that do not form a valid reference once
+    /// rewritten are left out.
+    pub fn chain(&self, reference: &ImageReference) -> Chain {
         if self.rules.is_empty() {
             // the usual case: no name to build and match
-            return primary_only();
+            return Chain::direct(reference);
         }
         let name = reference.name();
-        let Some((rule, matched)) = self.find(&name).and_then(|(index, matched)| {
+        let matched = self.find(&name).and_then(|(index, matched)| {
             let rule = self.rule(index)?;
             Some((rule, matched))
-        }) else {
-            return primary_only();
+        });
+        let Some((rule, matched)) = matched else {
+            // no rule, blocked or not, is a match for the name
+            return Chain::direct(reference);
+        };
+        let by_digest = reference.digest().is_some();
+        let mut chain = Chain {
+            locations: Vec::new(),
+            refused: Vec::new(),
+            unserved_mirrors: 0,
+            by_digest,
         };
         let rest = name.get(matched..).unwrap_or_default();
         let suffix = match reference.digest() {
@@ -223,29 +315,47 @@ impl<'a> Mirrors<'a> {
         };
         let rewrite =
             |location: &str| ImageReference::parse(&format!("{location}{rest}{suffix}")).ok();
-        let mut locations: Vec<Location> = rule
-            .mirrors
-            .iter()
-            .filter(|mirror| match mirror.pull_from_mirror {
+        for mirror in &rule.mirrors {
+            let serves = match mirror.pull_from_mirror {
                 PullFromMirror::All => true,
-                PullFromMirror::DigestOnly => reference.digest().is_some(),
-                PullFromMirror::TagOnly => reference.digest().is_none(),
-            })
-            .filter_map(|mirror| rewrite(&mirror.location))
-            .map(|reference| Location {
-                reference,
-                is_mirror: true,
-            })
-            .collect();
+                PullFromMirror::DigestOnly => by_digest,
+                PullFromMirror::TagOnly => !by_digest,
+            };
+            if !serves {
+                chain.unserved_mirrors += 1;
+            } else if let Some(location) = rewrite(&mirror.location) {
+                self.place(&mut chain, location, true);
+            }
+        }
         let primary = match &rule.location {
             Some(location) => rewrite(location),
             None => Some(reference.clone()),
         };
-        locations.extend(primary.map(|reference| Location {
+        if let Some(primary) = primary {
+            self.place(&mut chain, primary, false);
+        }
+        chain
+    }
+
+    /// Adds `reference` to `chain`, as asked or, when a blocked rule is the longest match for
+    /// its name, as refused.
+    fn place(&self, chain: &mut Chain, reference: ImageReference, is_mirror: bool) {
+        let location = Location {
             reference,
-            is_mirror: false,
-        }));
-        locations
+            is_mirror,
+        };
+        let blocking = self
+            .find(&location.reference.name())
+            .and_then(|(index, _)| Some((index, self.rule(index)?)))
+            .filter(|(_, rule)| rule.blocked);
+        match blocking {
+            Some((rule, blocked)) => chain.refused.push(Refusal {
+                location,
+                rule,
+                prefix: blocked.prefix.clone(),
+            }),
+            None => chain.locations.push(location),
+        }
     }
 
     /// Rule `index`, parsed on first use; `None` (and the problem noted) when its text is not
@@ -432,6 +542,7 @@ mod tests {
             prefix: prefix.into(),
             location: location.map(str::to_owned),
             mirrors,
+            blocked: false,
         }
     }
 
@@ -968,6 +1079,238 @@ mod tests {
                 Mirrors::from_text(not_rules, refuse).is_none(),
                 "{not_rules}"
             );
+        }
+    }
+
+    /// `rule` with `blocked: true`.
+    fn blocked(prefix: &str, location: Option<&str>, mirrors: Vec<Mirror>) -> RegistryRule {
+        RegistryRule {
+            blocked: true,
+            ..rule(prefix, location, mirrors)
+        }
+    }
+
+    /// The chain of `image`: what is asked, and what is refused with the refusing rule.
+    fn asked_and_refused(mirrors: &Mirrors, image: &str) -> (Vec<String>, Vec<(String, usize)>) {
+        let chain = mirrors.chain(&ImageReference::parse(image).expect(image));
+        (
+            chain
+                .locations
+                .iter()
+                .map(|l| l.reference.lookup_reference())
+                .collect(),
+            chain
+                .refused
+                .iter()
+                .map(|r| (r.location.reference.lookup_reference(), r.rule))
+                .collect(),
+        )
+    }
+
+    /// The refusal of `image`'s chain, if the nodes refuse every location.
+    fn refusal(mirrors: &Mirrors, image: &str) -> Option<String> {
+        mirrors
+            .chain(&ImageReference::parse(image).expect(image))
+            .refusal()
+    }
+
+    #[test]
+    fn a_blocked_rule_leaves_out_its_primary_and_keeps_its_mirrors() {
+        let mirrors = Mirrors::new(vec![blocked(
+            "registry.example.test/team-a",
+            None,
+            vec![
+                mirror("mirror.internal.test/team-a", PullFromMirror::All),
+                mirror("backup.internal.test:5000/team-a", PullFromMirror::All),
+            ],
+        )])
+        .expect("valid rules");
+        let image = "registry.example.test/team-a/app:2";
+        assert_eq!(
+            chain(&mirrors, image),
+            [
+                ("mirror.internal.test/team-a/app:2".to_owned(), true),
+                ("backup.internal.test:5000/team-a/app:2".to_owned(), true),
+            ]
+        );
+        let (_, refused) = asked_and_refused(&mirrors, image);
+        assert_eq!(refused, [(image.to_owned(), 0)]);
+        assert_eq!(refusal(&mirrors, image), None, "mirrors are left to ask");
+        // outside the prefix nothing is refused
+        assert_eq!(
+            chain(&mirrors, "registry.example.test/team-b/app:2"),
+            [("registry.example.test/team-b/app:2".to_owned(), false)]
+        );
+    }
+
+    #[test]
+    fn a_blocked_rule_without_mirrors_leaves_nothing_and_names_its_setting() {
+        let mirrors = Mirrors::new(vec![
+            mirrored("other.example.test", "mirror.internal.test"),
+            blocked("registry.example.test", None, vec![]),
+        ])
+        .expect("valid rules");
+        for image in [
+            "registry.example.test/app:1".to_owned(),
+            format!("registry.example.test/team-a/app@{DIGEST}"),
+            "registry.example.test:5000/app".to_owned(),
+        ] {
+            assert_eq!(chain(&mirrors, &image), [], "{image}");
+            assert_eq!(
+                refusal(&mirrors, &image).as_deref(),
+                Some("nodes refuse pulls from registry.example.test (registries[1].blocked), with no mirror: no location is left to pull from"),
+                "{image}"
+            );
+        }
+    }
+
+    #[test]
+    fn mirrors_serving_only_the_other_kind_of_reference_leave_nothing() {
+        use PullFromMirror::{DigestOnly, TagOnly};
+        let by_digest = format!("registry.example.test/app@{DIGEST}");
+        // (the mirror's kind, the reference it does not serve, the words for it)
+        for (kind, unserved, served, words) in [
+            (
+                DigestOnly,
+                "registry.example.test/app:1",
+                by_digest.as_str(),
+                "digest",
+            ),
+            (
+                TagOnly,
+                by_digest.as_str(),
+                "registry.example.test/app:1",
+                "tag",
+            ),
+        ] {
+            let mirrors = Mirrors::new(vec![blocked(
+                "registry.example.test",
+                None,
+                vec![
+                    mirror("mirror.internal.test", kind),
+                    mirror("backup.internal.test", kind),
+                ],
+            )])
+            .expect("valid rules");
+            assert_eq!(chain(&mirrors, unserved), [], "{kind:?}");
+            let why = refusal(&mirrors, unserved).expect("refused");
+            assert!(
+                why.contains(&format!(
+                    "registries[0].blocked), and 2 mirror(s) of the rule serve only pulls by {words} (pullFromMirror)"
+                )),
+                "{kind:?}: {why}"
+            );
+            assert_eq!(chain(&mirrors, served).len(), 2, "{kind:?}");
+            assert!(chain(&mirrors, served).iter().all(|(_, m)| *m), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_longer_rule_that_is_not_blocked_lets_its_names_through() {
+        let mirrors = Mirrors::new(vec![
+            blocked("registry.example.test", None, vec![]),
+            mirrored(
+                "registry.example.test/team-a",
+                "mirror.internal.test/team-a",
+            ),
+            blocked("registry.example.test/team-a/secret", None, vec![]),
+        ])
+        .expect("valid rules");
+        // the longer rule decides, blocked or not, in either direction
+        assert_eq!(
+            lookups(&mirrors, "registry.example.test/team-a/app:1"),
+            [
+                "mirror.internal.test/team-a/app:1",
+                "registry.example.test/team-a/app:1"
+            ]
+        );
+        assert_eq!(
+            lookups(&mirrors, "registry.example.test/team-b/app:1"),
+            [] as [&str; 0]
+        );
+        let (asked, refused) =
+            asked_and_refused(&mirrors, "registry.example.test/team-a/secret/app:1");
+        assert_eq!(asked, [] as [&str; 0]);
+        assert_eq!(
+            refused,
+            [("registry.example.test/team-a/secret/app:1".to_owned(), 2)]
+        );
+    }
+
+    #[test]
+    fn each_location_is_refused_by_the_rule_that_matches_its_own_name() {
+        let mirrors = Mirrors::new(vec![
+            rule(
+                "registry.example.test",
+                None,
+                vec![
+                    mirror("quarantine.internal.test/cache", PullFromMirror::All),
+                    mirror("mirror.internal.test", PullFromMirror::All),
+                ],
+            ),
+            blocked("quarantine.internal.test", None, vec![]),
+            // moved: the moved location is looked up, not the prefix
+            blocked(
+                "legacy.example.test",
+                Some("registry.internal.test/legacy"),
+                vec![],
+            ),
+            blocked(
+                "old.example.test",
+                Some("quarantine.internal.test/old"),
+                vec![],
+            ),
+            blocked(
+                "*.blocked.test",
+                None,
+                vec![mirror("mirror.internal.test", PullFromMirror::All)],
+            ),
+        ])
+        .expect("valid rules");
+        let (asked, refused) = asked_and_refused(&mirrors, "registry.example.test/app:1");
+        assert_eq!(
+            asked,
+            ["mirror.internal.test/app:1", "registry.example.test/app:1"]
+        );
+        assert_eq!(
+            refused,
+            [("quarantine.internal.test/cache/app:1".to_owned(), 1)]
+        );
+        // a blocked rule whose location lies outside every blocked prefix: containers/image
+        // looks the moved primary up under its own name, which no blocked rule matches
+        assert_eq!(
+            lookups(&mirrors, "legacy.example.test/app:1"),
+            ["registry.internal.test/legacy/app:1"]
+        );
+        let (asked, refused) = asked_and_refused(&mirrors, "old.example.test/app:1");
+        assert_eq!(asked, [] as [&str; 0]);
+        assert_eq!(
+            refused,
+            [("quarantine.internal.test/old/app:1".to_owned(), 1)]
+        );
+        assert_eq!(
+            refusal(&mirrors, "old.example.test/app:1").as_deref(),
+            Some("nodes refuse pulls from quarantine.internal.test (registries[1].blocked), with no mirror: no location is left to pull from")
+        );
+        // a wildcard blocks every subdomain's primary
+        assert_eq!(
+            chain(&mirrors, "build.blocked.test/app:1"),
+            [("mirror.internal.test/app:1".to_owned(), true)]
+        );
+    }
+
+    #[test]
+    fn blocked_reads_as_a_boolean_and_defaults_to_false() {
+        let read = |text: &str| serde_json::from_str::<RegistryRule>(text);
+        assert!(!read(r#"{"prefix": "a.test"}"#).expect("no blocked").blocked);
+        assert!(
+            read(r#"{"prefix": "a.test", "blocked": true}"#)
+                .expect("bool")
+                .blocked
+        );
+        for not_bool in [r#""true""#, "1", "null", "[]"] {
+            let text = format!(r#"{{"prefix": "a.test", "blocked": {not_bool}}}"#);
+            assert!(read(&text).is_err(), "{text}");
         }
     }
 }

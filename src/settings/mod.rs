@@ -26,7 +26,7 @@ use serde::Deserialize;
 use crate::settings::broker_settings::BrokerSettings;
 use crate::settings::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::settings::lookup_scope::{LookupScope, Scope};
-use crate::settings::mirrors::{Location, Mirrors, RegistryRule};
+use crate::settings::mirrors::{Chain, Location, Mirrors, RegistryRule};
 use crate::settings::platforms::Requirement;
 use crate::settings::short_names::{ShortNameRules, ShortNames};
 pub use crate::vocabulary::action::Action;
@@ -576,10 +576,15 @@ impl<'a> Settings<'a> {
         ))
     }
 
-    /// The locations a node tries for `reference`, in order, as [`Mirrors::locations`] says;
-    /// without reading a rule when no string of the rules' text can be the prefix of a rule
-    /// matching the image's registry (remembered for the request's other images).
+    /// The locations a node asks for `reference`, in order, as [`Settings::chain`] says.
     pub fn locations(&self, reference: &ImageReference) -> Vec<Location> {
+        self.chain(reference).locations
+    }
+
+    /// The chain a node builds for `reference`, as [`Mirrors::chain`] says; without reading a
+    /// rule when no string of the rules' text can be the prefix of a rule matching the image's
+    /// registry (remembered for the request's other images).
+    pub fn chain(&self, reference: &ImageReference) -> Chain {
         let registry = reference.registry();
         let first = registry.as_bytes().first().copied().unwrap_or(b'*');
         // a literal prefix matching a name in `registry` starts the registry or starts with
@@ -601,12 +606,9 @@ impl<'a> Settings<'a> {
                 may_match,
             )
         {
-            return vec![Location {
-                reference: reference.clone(),
-                is_mirror: false,
-            }];
+            return Chain::direct(reference);
         }
-        self.mirrors().locations(reference)
+        self.mirrors().chain(reference)
     }
 
     /// Whether controller-owned objects are looked up again.

@@ -3,7 +3,7 @@
 //! `variable`, the hidden `description` question included; a cleared input is `''` or `null`;
 //! "Add" on a list appends an empty row (`''`, or `null` where the UI's `removeEmptyAttrs`
 //! deleted it from the array); "Add" on a sequence appends a row holding every sub-question's
-//! default (`{prefix: '', location: '', mirrors: []}`). None of these is a setting, and none of
+//! default (`{prefix: '', location: '', blocked: false, mirrors: []}`). None of these is a setting, and none of
 //! them may stop the policy from loading. [`normalise`] removes exactly them before the strict
 //! parser runs, so a typo written by hand is still refused.
 
@@ -16,7 +16,7 @@ const DESCRIPTION: &str = "description";
 /// of them set is an empty row ("Add" pressed, nothing typed) and is dropped. A row with some
 /// other member set but none of these is kept, and the parser names what is missing.
 const SEQUENCES: [(&str, &[&str]); 3] = [
-    ("registries", &["prefix", "location", "mirrors"]),
+    ("registries", &["prefix", "location", "mirrors", "blocked"]),
     ("mirrors", &["location"]),
     (
         "customResources",
@@ -78,11 +78,11 @@ fn strip_entries(key: &str, entries: &mut Vec<Value>) {
     }
 }
 
-/// True when a row member holds something: a value that is not blank, an empty list or an
-/// empty object.
+/// True when a row member holds something: a value that is not blank, an empty list, an
+/// empty object or `false` (a checkbox's default).
 fn is_set(value: Option<&Value>) -> bool {
     match value {
-        None => false,
+        None | Some(Value::Bool(false)) => false,
         Some(Value::Array(entries)) => !entries.is_empty(),
         Some(Value::Object(members)) => !members.is_empty(),
         Some(value) => !is_blank(value),
@@ -106,8 +106,8 @@ mod tests {
                 {"prefix": "docker.io", "location": "", "mirrors": [
                     {"location": "", "pullFromMirror": "all", "insecure": false},
                     {"location": "mirror.local", "pullFromMirror": "all", "insecure": false}]},
-                {"prefix": "", "location": "", "mirrors": []},
-                {"prefix": "quay.io", "location": null}],
+                {"prefix": "", "location": "", "blocked": false, "mirrors": []},
+                {"prefix": "quay.io", "location": null, "blocked": false}],
             "customResources": [{"apiVersion": "", "kind": "", "images": [], "podSpecs": []}],
         });
         assert_eq!(
@@ -118,7 +118,7 @@ mod tests {
                 "registries": [
                     {"prefix": "docker.io", "mirrors": [
                         {"location": "mirror.local", "pullFromMirror": "all", "insecure": false}]},
-                    {"prefix": "quay.io"}],
+                    {"prefix": "quay.io", "blocked": false}],
                 "customResources": [],
             })
         );
@@ -131,6 +131,12 @@ mod tests {
         assert_eq!(
             normalise(&form),
             json!({"registries": [{"mirrors": [{"location": "m.local"}]}]})
+        );
+        // A blocked row without a prefix: kept, and refused for its missing prefix.
+        let form = json!({"registries": [{"prefix": "", "blocked": true, "mirrors": []}]});
+        assert_eq!(
+            normalise(&form),
+            json!({"registries": [{"blocked": true, "mirrors": []}]})
         );
         // A description of another type is not the UI's: left for the parser to refuse.
         let form = json!({"description": 3});

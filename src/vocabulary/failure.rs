@@ -104,6 +104,10 @@ pub enum FailureKind {
     /// and no search registry or several under `enforcing`. The pull fails before any registry
     /// is asked.
     UnresolvedShortName,
+    /// Every location of the image's chain is one the nodes refuse to contact: a `blocked`
+    /// rule of `registries` is the longest match for each (registries.conf `blocked`). The
+    /// pull fails before any registry is asked.
+    BlockedRegistry,
 }
 
 /// What the policy knows about one failure class.
@@ -119,7 +123,7 @@ pub struct KindSpec {
 
 impl FailureKind {
     /// How many kinds there are.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 
     /// Every kind, in the order reports list them.
     pub const ALL: [FailureKind; Self::COUNT] = [
@@ -136,6 +140,7 @@ impl FailureKind {
         FailureKind::CachedOnNodes,
         FailureKind::NotLookedUp,
         FailureKind::UnresolvedShortName,
+        FailureKind::BlockedRegistry,
     ];
 
     /// Every setting key, in the order of [`FailureKind::ALL`], for error messages.
@@ -168,6 +173,7 @@ impl FailureKind {
             CachedOnNodes =>       ("cachedOnNodes",       false, "not found (cached on nodes)"),
             NotLookedUp =>         ("notLookedUp",         false, "not looked up"),
             UnresolvedShortName => ("unresolvedShortName", true,  "short name the nodes cannot resolve"),
+            BlockedRegistry =>     ("blockedRegistry",     true,  "refused by the nodes"),
         };
         KindSpec { key, certain, label }
     }
@@ -235,7 +241,8 @@ mod tests {
                 FailureKind::InvalidReference,
                 FailureKind::MalformedPullSecret,
                 FailureKind::MissingPlatform,
-                FailureKind::UnresolvedShortName
+                FailureKind::UnresolvedShortName,
+                FailureKind::BlockedRegistry
             ]
         );
     }
