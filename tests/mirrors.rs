@@ -110,3 +110,136 @@ fn invalid_mirror_settings_name_their_field() {
         assert!(message(&response).contains("will not pull"), "{response}");
     }
 }
+
+/// registry.example.com's rule, blocked (the nodes never contact it), with `mirrors`.
+fn blocked_source(mirrors: Value) -> Value {
+    json!({"registries": [{"prefix": "registry.example.com", "blocked": true, "mirrors": mirrors}]})
+}
+
+const APP_ON_MIRROR: &str = "mirror.local:5000/example/team/app:1.4.2";
+const MIGRATE_ON_MIRROR: &str = "mirror.local:5000/example/platform/migrate:2.1.0";
+
+#[test]
+fn a_blocked_source_is_never_asked_and_its_mirror_decides() {
+    let settings = blocked_source(json!([{"location": "mirror.local:5000/example"}]));
+    // on the mirror: accepted, and the audit annotation names the mirror
+    let host = cluster()
+        .with_digest(APP_ON_MIRROR, SINGLE)
+        .with_digest(MIGRATE_ON_MIRROR, SINGLE)
+        .with_digest(BUSYBOX, SINGLE);
+    let response = run(&fixture("deployment-create.json"), settings.clone(), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let annotation = response["audit_annotations"][MIRROR_ANNOTATION].to_string();
+    assert!(annotation.contains(APP_ON_MIRROR), "{annotation}");
+    // only at the source: absent, naming the location asked and the refused prefix
+    let host = cluster()
+        .with_digest(APP, SINGLE)
+        .with_digest(MIGRATE_ON_MIRROR, SINGLE)
+        .with_digest(BUSYBOX, SINGLE);
+    let response = run(&fixture("deployment-create.json"), settings, &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(message.starts_with("Deployment team-a/web: "), "{message}");
+    assert!(message.contains(&format!(
+        "container \"app\" image \"{APP}\": not found on {APP_ON_MIRROR} (the nodes refuse pulls from registry.example.com): "
+    )), "{message}");
+    assert!(
+        message.contains(&format!(
+            "Hint: the nodes pull it only from {APP_ON_MIRROR}"
+        )),
+        "{message}"
+    );
+    assert!(
+        host.digest_calls()
+            .iter()
+            .all(|call| !call.starts_with("registry.example.com")),
+        "the source is never asked: {:?}",
+        host.calls()
+    );
+}
+
+#[test]
+fn an_uncertain_mirror_of_a_blocked_source_is_a_warning() {
+    let down = "error invoking host capability oci.manifest_digest: Host error: error sending request for url (https://mirror.local:5000/v2/)";
+    let host = cluster()
+        .with_error(APP_ON_MIRROR, down)
+        .with_digest(APP, SINGLE)
+        .with_digest(MIGRATE_ON_MIRROR, SINGLE)
+        .with_digest(BUSYBOX, SINGLE);
+    let settings = blocked_source(json!([{"location": "mirror.local:5000/example"}]));
+    let response = run(&fixture("deployment-create.json"), settings, &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("registry unreachable on mirror.local:5000/example/team/app:1.4.2 (the nodes refuse pulls from registry.example.com); allowed (actions.unreachable: warn)"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_blocked_source_without_a_mirror_for_the_reference_is_refused_unasked() {
+    // no mirror; a digest-only mirror for tag references
+    for mirrors in [
+        json!([]),
+        json!([{"location": "mirror.local:5000/example", "pullFromMirror": "digest-only"}]),
+    ] {
+        let host = cluster()
+            .with_digest(APP, SINGLE)
+            .with_digest(MIGRATE, SINGLE)
+            .with_digest(BUSYBOX, SINGLE);
+        let response = run(
+            &fixture("deployment-create.json"),
+            blocked_source(mirrors.clone()),
+            &host,
+        );
+        assert_eq!(response["accepted"], false, "{mirrors}: {response}");
+        let message = message(&response);
+        assert!(
+            message.starts_with("Deployment team-a/web: 2 images will not pull:"),
+            "{message}"
+        );
+        assert!(message.contains(&format!(
+            "container \"app\" image \"{APP}\": refused by the nodes on registry registry.example.com: nodes refuse pulls from registry.example.com (registries[0].blocked)"
+        )), "{message}");
+        assert!(
+            message.contains("init container \"init-schema\" image"),
+            "{message}"
+        );
+        assert_eq!(
+            host.digest_calls(),
+            [BUSYBOX],
+            "{mirrors}: no lookup for a refused image"
+        );
+    }
+}
+
+#[test]
+fn a_blocked_image_cached_on_nodes_is_a_warning_for_if_not_present() {
+    let nodes = json!({"apiVersion": "v1", "kind": "NodeList", "items": [
+        {"metadata": {"name": "node-1"},
+         "status": {"images": [{"names": [APP, MIGRATE], "sizeBytes": 10}]}}]});
+    let host = cluster().with_digest(BUSYBOX, SINGLE).with_nodes(nodes);
+    let response = run(
+        &fixture("deployment-create.json"),
+        blocked_source(json!([])),
+        &host,
+    );
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(&response);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[1].starts_with(&format!("container \"app\" image \"{APP}\": refused by the nodes (cached on nodes) on registry registry.example.com; allowed (actions.cachedOnNodes: warn): cached on 1 node(s) (node-1), where IfNotPresent starts pods without a pull")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_blocked_setting_that_is_no_boolean_is_refused_naming_it() {
+    for blocked in [json!("true"), json!(1), json!([])] {
+        assert_settings_refused_naming(
+            json!({"registries": [{"prefix": "registry.example.com", "blocked": blocked}]}),
+            "registries[0].blocked",
+        );
+    }
+}

@@ -105,3 +105,39 @@ fn invalid_pinning_settings_name_their_field() {
     assert_eq!(response["code"], 400, "{response}");
     assert!(message(&response).contains("pinDigests"), "{response}");
 }
+
+#[test]
+fn an_image_of_a_blocked_source_is_pinned_only_where_a_digest_pull_goes() {
+    let mirror_app = "mirror.local:5000/example/team/app:1.4.2";
+    let mirror_migrate = "mirror.local:5000/example/platform/migrate:2.1.0";
+    let host = || {
+        cluster()
+            .with_digest(mirror_app, INDEX)
+            .with_digest(mirror_migrate, SINGLE)
+            .with_digest(BUSYBOX, SINGLE)
+    };
+    // a mirror for every reference: the digest pull asks it too
+    let settings = |pull_from_mirror: &str| {
+        json!({"pinDigests": true, "registries": [{"prefix": "registry.example.com",
+            "blocked": true, "mirrors": [
+                {"location": "mirror.local:5000/example", "pullFromMirror": pull_from_mirror}]}]})
+    };
+    let response = run(&fixture("pod-create.json"), settings("all"), &host());
+    assert_eq!(response["accepted"], true, "{response}");
+    let spec = &response["mutated_object"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], format!("{APP}@{INDEX}"));
+    // a tag-only mirror: a digest pull asks no location at all, so nothing is pinned there
+    let response = run(&fixture("pod-create.json"), settings("tag-only"), &host());
+    assert_eq!(response["accepted"], true, "{response}");
+    let spec = &response["mutated_object"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], APP, "{response}");
+    assert_eq!(
+        spec["containers"][1]["image"],
+        format!("busybox:1.36@{SINGLE}")
+    );
+    let not_pinned = response["audit_annotations"]["resolvable-images/not-pinned"].to_string();
+    assert!(
+        not_pinned.contains("a pull by digest asks no location: nodes refuse pulls from registry.example.com (registries[0].blocked), and 1 mirror(s) of the rule serve only pulls by tag (pullFromMirror)"),
+        "{not_pinned}"
+    );
+}

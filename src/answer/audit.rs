@@ -11,7 +11,7 @@ use crate::plan::admission::{AdmissionRequest, Operation};
 use crate::plan::finding::{Finding, Subject};
 use crate::settings::ActionFor;
 use crate::vocabulary::action::Action;
-use crate::vocabulary::failure::FailureKind;
+use crate::vocabulary::failure::{FailureKind, Observed};
 use crate::vocabulary::object::{Metadata, Object, Resource};
 use crate::vocabulary::text::truncate;
 
@@ -58,13 +58,16 @@ pub fn not_audited() -> Decision {
 }
 
 /// True when an audit reports `finding` as a failure: what admission would reject, and an
-/// image gone from its registry that only some nodes' caches still hold, since the next Pod
-/// may land on any node.
+/// image gone from its registry (or from every location the nodes contact) that only some
+/// nodes' caches still hold, since the next Pod may land on any node.
 fn fails(finding: &Finding, actions: &impl ActionFor) -> bool {
     let kind = finding.failure.kind;
+    let uncached = match finding.failure.observed {
+        Observed::RefusedButCached => FailureKind::BlockedRegistry,
+        _ => FailureKind::Absent,
+    };
     actions.action_for(kind) == Action::Reject
-        || (kind == FailureKind::CachedOnNodes
-            && actions.action_for(FailureKind::Absent) == Action::Reject)
+        || (kind == FailureKind::CachedOnNodes && actions.action_for(uncached) == Action::Reject)
 }
 
 /// The audit answer for the findings about `object`: a fail that names each image that will

@@ -16,7 +16,7 @@ use crate::plan::{Check, Plan, Pod};
 use crate::settings::mirrors::Chain;
 use crate::settings::platforms::{PlatformChecker, Use};
 use crate::settings::Settings;
-use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::failure::{Failure, FailureKind, Observed};
 use crate::vocabulary::reference::ImageReference;
 use crate::vocabulary::scheduling::Placement;
 use crate::vocabulary::workload::PullPolicy;
@@ -256,9 +256,9 @@ fn cached_on_nodes<H: Host>(
     node_images: &mut NodeImages<'_, H>,
 ) -> Failure {
     let policy = PullPolicy::effective(check.container.pull_policy.as_deref(), reference);
-    let said = match failure.kind {
-        FailureKind::Absent => "the registry said",
-        FailureKind::BlockedRegistry => "elsewhere",
+    let (observed, said) = match failure.kind {
+        FailureKind::Absent => (Observed::AsKind, "the registry said"),
+        FailureKind::BlockedRegistry => (Observed::RefusedButCached, "elsewhere"),
         _ => return failure,
     };
     if policy != PullPolicy::IfNotPresent {
@@ -268,8 +268,9 @@ fn cached_on_nodes<H: Host>(
     if nodes.is_empty() {
         return failure;
     }
-    Failure::new(
+    Failure::observed(
         FailureKind::CachedOnNodes,
+        observed,
         format!(
             "cached on {} node(s) ({}), where IfNotPresent starts pods without a pull; {said}: {}",
             nodes.len(),

@@ -152,6 +152,9 @@ impl Finding {
                 "the node may well pull it; to have it checked, reach {registry} by a DNS name or an IPv4 address, or exempt it with exemptImages"
             ),
             Observed::EmptyImage => return "set the image, or have the tool that fills it in do so before pods are created: the API server refuses a Pod without one".to_owned(),
+            Observed::RefusedButCached => return format!(
+                "pods placed on nodes without the image will fail, since the nodes never pull from {registry}: keep the pods on those nodes, or give the rule a mirror that has the image"
+            ),
             Observed::AsKind => {}
         }
         match self.failure.kind {

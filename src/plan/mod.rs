@@ -166,7 +166,7 @@ impl Check {
                     .map(|r| r.registry().to_owned())
                     .collect(),
             ),
-            _ if !self.refused.is_empty() => AlsoAsked::WithoutRefused {
+            _ if !self.refused.is_empty() && !self.chain.is_empty() => AlsoAsked::WithoutRefused {
                 asked: self
                     .chain
                     .iter()

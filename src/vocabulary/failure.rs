@@ -56,6 +56,9 @@ pub enum Observed {
     HostCannotParse,
     /// The image is empty or blank: there is no reference to look up.
     EmptyImage,
+    /// The nodes refuse every location of the image (`blockedRegistry`), but some hold it
+    /// and pull only when they lack it (`cachedOnNodes`).
+    RefusedButCached,
 }
 
 impl Observed {
@@ -65,6 +68,7 @@ impl Observed {
             Observed::AsKind => None,
             Observed::HostCannotParse => Some("cannot be parsed by the policy server"),
             Observed::EmptyImage => Some("no image to look up"),
+            Observed::RefusedButCached => Some("refused by the nodes (cached on nodes)"),
         }
     }
 }

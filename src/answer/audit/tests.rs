@@ -145,6 +145,19 @@ fn an_image_only_node_caches_still_hold_fails_unless_absent_is_not_rejected() {
 }
 
 #[test]
+fn a_refused_image_only_node_caches_hold_follows_the_blocked_registry_action() {
+    let mut cached = finding("app", "registry.example/app:1", FailureKind::CachedOnNodes);
+    cached.failure.observed = Observed::RefusedButCached;
+    let findings = [cached];
+    assert!(!audit("Deployment", &json!({}), &findings, &Actions::default()).accepted);
+    // the absent action does not decide it; the blockedRegistry action does
+    let absent_warned = Actions::default().with(FailureKind::Absent, Action::Warn);
+    assert!(!audit("Deployment", &json!({}), &findings, &absent_warned).accepted);
+    let blocked_warned = Actions::default().with(FailureKind::BlockedRegistry, Action::Warn);
+    assert!(audit("Deployment", &json!({}), &findings, &blocked_warned).accepted);
+}
+
+#[test]
 fn a_running_pod_is_told_the_digest_it_runs() {
     let digest = format!("sha256:{}", "a".repeat(64));
     let pod = json!({"status": {
