@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Registry mirrors (settings.registries, shaped like containers-registries.conf): lookups follow
-# the chain a node follows, mirrors first, then the primary location; "absent" needs every
-# location to say so. The mirror is a second local registry serving the primary under cache/.
+# the chain a node follows, mirrors first, then the primary location (never a blocked one);
+# "absent" needs every location to say so. The mirror is a second local registry serving the primary under cache/.
 
 bats_require_minimum_version 1.5.0
 
@@ -187,4 +187,43 @@ mirror_settings() {
   assert_warning_contains "container \"app\"" "actions.unreachable: warn" \
     "mirror $REG_DOWN/team/app:nowhere: registry unreachable"
   assert_no_annotations
+}
+
+# registries.conf `blocked = true` (OpenShift's NeverContactSource): the nodes never contact
+# $REG_ANON/team; its mirror, the mirror's root, is the only location asked.
+# blocked_settings NAME JSON-MIRRORS: settings blocking $REG_ANON/team with those mirrors.
+blocked_settings() {
+  write_settings "$1" "$(jq -n --arg p "$REG_ANON/team" --argjson m "$2" '{registries: [{prefix: $p, blocked: true, mirrors: $m}]}')"
+}
+
+@test "a blocked source: an image on its mirror is admitted; one only at the source is absent, naming the mirror" {
+  settings=$(blocked_settings blocked-mirror "[{\"location\": \"$REG_MIRROR/team\"}]")
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:mirror-only")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings"
+  assert_allowed
+  assert_warning_count 0
+  assert_annotation_is resolvable-images/resolved-from-mirror \
+    "container \"app\" $REG_ANON/team/app:mirror-only: $REG_MIRROR/team/app:mirror-only"
+
+  # 1.4.2 is on the source (and under the mirror's cache/), not at the mirror's team/
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_rejected
+  assert_message_contains \
+    "container \"app\" image \"$REG_ANON/team/app:1.4.2\": not found on $REG_MIRROR/team/app:1.4.2 (the nodes refuse pulls from $REG_ANON/team): " \
+    "Hint: the nodes pull it only from $REG_MIRROR/team/app:1.4.2"
+  assert_session_asked "$BATS_TEST_TMPDIR/session.yml" OciManifestDigest "$REG_MIRROR/team/app:1.4.2"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "$REG_ANON/team/app"
+}
+
+@test "a blocked source without a mirror is rejected unasked, naming the setting" {
+  settings=$(blocked_settings blocked-alone '[]')
+  req=$(local_request pod-create.json "app=$REG_ANON/team/app:1.4.2")
+  run -0 --separate-stderr policy_run "$req" --settings-path "$settings" \
+    --record-host-capabilities-interactions "$BATS_TEST_TMPDIR/session.yml"
+  assert_rejected
+  assert_message_contains "Pod team-a/web: 1 image will not pull" \
+    "container \"app\" image \"$REG_ANON/team/app:1.4.2\": refused by the nodes on registry $REG_ANON: nodes refuse pulls from $REG_ANON/team (registries[0].blocked), with no mirror"
+  assert_session_never_mentions "$BATS_TEST_TMPDIR/session.yml" "$REG_ANON/team/app"
 }
