@@ -243,3 +243,53 @@ fn a_blocked_setting_that_is_no_boolean_is_refused_naming_it() {
         );
     }
 }
+
+#[test]
+fn a_blocked_search_registry_is_skipped_and_refused_only_when_none_is_left() {
+    let settings = |blocked: &[&str]| {
+        let rules: Vec<Value> = blocked
+            .iter()
+            .map(|prefix| json!({"prefix": prefix, "blocked": true}))
+            .collect();
+        json!({"shortNames": {"mode": "permissive",
+            "searchRegistries": ["quay.example.com", "docker.io"]}, "registries": rules})
+    };
+    let host = cluster()
+        .with_digest(APP, SINGLE)
+        .with_digest(MIGRATE, SINGLE)
+        .with_digest(BUSYBOX, SINGLE);
+    // the sidecar's busybox:1.36: quay.example.com is refused, docker.io still asked
+    let response = run(
+        &fixture("pod-create.json"),
+        settings(&["quay.example.com"]),
+        &host,
+    );
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        host.digest_calls()
+            .iter()
+            .all(|call| !call.starts_with("quay.example.com")),
+        "{:?}",
+        host.calls()
+    );
+    assert!(host.digest_calls().contains(&BUSYBOX.to_owned()));
+    // both refused: no location is left
+    let host = cluster()
+        .with_digest(APP, SINGLE)
+        .with_digest(MIGRATE, SINGLE);
+    let response = run(
+        &fixture("pod-create.json"),
+        settings(&["quay.example.com", "docker.io"]),
+        &host,
+    );
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(message.contains("container \"sidecar\" image \"busybox:1.36\" (quay.example.com/busybox:1.36): refused by the nodes on search registries quay.example.com, docker.io: nodes refuse pulls from quay.example.com (registries[0].blocked), with no mirror: no location is left to pull from; nodes refuse pulls from docker.io (registries[1].blocked)"), "{message}");
+    assert!(
+        host.digest_calls()
+            .iter()
+            .all(|call| !call.contains("busybox")),
+        "{:?}",
+        host.calls()
+    );
+}
