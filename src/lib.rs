@@ -22,7 +22,8 @@
 //!   reference and chain ([`plan::Check`]). Also the verb: to check an image is to plan it,
 //!   look it up and judge it; "not checked in time" is a check the time budget cut short.
 //! - **location**: a place a node may pull an image from, a mirror or the primary; a **chain**
-//!   is the locations a node tries, in order ([`settings::mirrors::Location`]).
+//!   is the locations a node tries, in order, without those a blocked rule makes the node
+//!   **refuse** ([`settings::mirrors::Location`], [`settings::mirrors::Chain`]).
 //! - **lookup**: asking one location whether a manifest exists, with the policy server's
 //!   credentials or, in a batch, with the pod's ([`lookup::Lookups`]). "Resolve" appears only
 //!   in the name of the proposed capability `oci/v1/resolve_images`.

@@ -273,6 +273,23 @@ fn a_blocked_search_registry_is_skipped_and_refused_only_when_none_is_left() {
         host.calls()
     );
     assert!(host.digest_calls().contains(&BUSYBOX.to_owned()));
+    // absent where it is asked: the refused search registry is not named as asked
+    let host = cluster()
+        .with_digest(APP, SINGLE)
+        .with_digest(MIGRATE, SINGLE);
+    let response = run(
+        &fixture("pod-create.json"),
+        settings(&["quay.example.com"]),
+        &host,
+    );
+    assert_eq!(response["accepted"], false, "{response}");
+    let absent = message(&response);
+    assert!(
+        absent.contains(
+            "(quay.example.com/busybox:1.36): not found on search registries docker.io: "
+        ),
+        "{absent}"
+    );
     // both refused: no location is left
     let host = cluster()
         .with_digest(APP, SINGLE)

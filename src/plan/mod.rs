@@ -120,6 +120,9 @@ pub struct Check {
     pub alternatives: Vec<ImageReference>,
     /// The locations the nodes never contact (`registries[i].blocked`), left out of `chain`.
     pub refused: Vec<Refusal>,
+    /// The registries of `reference` and `alternatives` whose every location is refused,
+    /// when another's are not: messages do not say they were asked.
+    pub unasked: Vec<String>,
     /// Why the pull fails before any lookup, when the nodes refuse every location.
     pub blocked: Option<Failure>,
 }
@@ -134,6 +137,7 @@ impl Check {
             chain: Vec::new(),
             alternatives: Vec::new(),
             refused: Vec::new(),
+            unasked: Vec::new(),
             blocked: None,
         }
     }
@@ -164,6 +168,7 @@ impl Check {
                 std::iter::once(reference)
                     .chain(&self.alternatives)
                     .map(|r| r.registry().to_owned())
+                    .filter(|registry| !self.unasked.contains(registry))
                     .collect(),
             ),
             _ if !self.refused.is_empty() && !self.chain.is_empty() => AlsoAsked::WithoutRefused {
@@ -202,9 +207,18 @@ impl Check {
             .map(|reference| settings.chain(reference))
             .collect();
         let refusals: Vec<String> = chains.iter().filter_map(Chain::refusal).collect();
+        let candidates = std::iter::once(reference).chain(&self.alternatives);
+        self.unasked = candidates
+            .zip(&chains)
+            .filter(|(_, chain)| chain.locations.is_empty())
+            .map(|(candidate, _)| candidate.registry().to_owned())
+            .collect();
         for chain in chains {
             self.chain.extend(chain.locations);
             self.refused.extend(chain.refused);
+        }
+        if self.chain.is_empty() {
+            self.unasked.clear();
         }
         if self.chain.is_empty() && !refusals.is_empty() {
             self.blocked = Some(Failure::new(
