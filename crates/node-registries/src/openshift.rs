@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::registries_conf::apply_blocking;
 use crate::rules::{Mirror, PullFromMirror, Refusal, Rule, Translation, Where};
 
 /// The API group and version of both kinds.
@@ -100,15 +99,7 @@ pub fn translate(files: &[(String, String)]) -> Result<Translation, Refusal> {
                 pull_from_mirror,
             }));
     }
-    let rules =
-        apply_blocking(rules.into_values().collect(), &mut notes).map_err(|problem| Refusal {
-            file: files
-                .last()
-                .map(|(name, _)| name.clone())
-                .unwrap_or_default(),
-            at: Where::File,
-            problem,
-        })?;
+    let rules = rules.into_values().collect();
     Ok(Translation { rules, notes }.sorted())
 }
 

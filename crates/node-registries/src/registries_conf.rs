@@ -4,10 +4,11 @@
 //! order) merge as the node merges them: a later file's entry replaces an earlier one of the
 //! same prefix, and within a file the first entry of a prefix wins.
 //!
-//! A blocked entry refuses every pull whose location it covers: containers/image checks each
-//! location of the chain against the rules (`newDockerClient` in docker/docker_client.go), so
-//! the primary of a blocked prefix is never contacted, and neither is a mirror that a blocked
-//! rule covers.
+//! The entries are the policy's rules as written: the policy applies `blocked` as
+//! containers/image does (`newDockerClient` in docker/docker_client.go looks each location of
+//! the chain up again, and refuses it when a blocked entry is its longest match), so the
+//! primary of a blocked prefix is never contacted, and neither is a mirror a blocked entry
+//! covers.
 
 use std::collections::BTreeMap;
 
@@ -74,15 +75,7 @@ pub fn translate(files: &[(String, String)]) -> Result<Translation, Refusal> {
             merged.insert(rule.prefix.clone(), rule);
         }
     }
-    let rules =
-        apply_blocking(merged.into_values().collect(), &mut notes).map_err(|problem| Refusal {
-            file: files
-                .last()
-                .map(|(name, _)| name.clone())
-                .unwrap_or_default(),
-            at: Where::File,
-            problem,
-        })?;
+    let rules = merged.into_values().collect();
     Ok(Translation { rules, notes }.sorted())
 }
 
@@ -92,12 +85,20 @@ fn read_file(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Rule
         let offset = e.span().map_or(0, |span| span.start);
         Refusal::at_offset(name, text, offset, e.message().to_owned())
     })?;
-    let _ = (
-        &file.unqualified_search_registries,
-        &file.short_name_mode,
-        &file.credential_helpers,
-        &file.aliases,
-    );
+    let other_settings = [
+        (
+            "unqualified-search-registries",
+            file.unqualified_search_registries.is_some(),
+        ),
+        ("short-name-mode", file.short_name_mode.is_some()),
+        ("aliases", file.aliases.is_some()),
+        ("credential-helpers", file.credential_helpers.is_some()),
+    ];
+    for (key, _) in other_settings.iter().filter(|(_, written)| *written) {
+        notes.push(format!(
+            "{name}: `{key}` is not part of `registries` (short names: docs/short-names.md)"
+        ));
+    }
     let mut rules: Vec<Rule> = Vec::new();
     for entry in &file.registry {
         let line = line_of(text, entry.span().start);
@@ -193,63 +194,29 @@ fn trimmed(location: &str) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
-/// Applies blocked rules to the locations of every chain as the node does: a mirror covered
-/// by a blocked rule is never contacted (left out), and a primary `location` covered by one
-/// makes the rule blocked. Refused when the rule that covers a location depends on the
-/// image's name (a rule nested under the location decides otherwise than the location's own).
-pub(crate) fn apply_blocking(
-    mut rules: Vec<Rule>,
-    notes: &mut Vec<String>,
-) -> Result<Vec<Rule>, String> {
-    let blocked_at = |location: &str| -> Result<bool, String> {
-        let covering = covering_rule(&rules, location).is_some_and(|r| r.blocked);
-        let nested = rules
-            .iter()
-            .filter(|r| {
-                r.prefix.starts_with(location) && r.prefix[location.len()..].starts_with('/')
+/// The first location of `rules` that a blocked rule covers, for the chains of a runtime that
+/// has no blocking (containerd): the policy, like containers/image, refuses every location
+/// whose name a blocked rule is the longest match for, and a rule nested under a location
+/// may be that match for some images.
+pub(crate) fn blocked_location(rules: &[Rule]) -> Option<String> {
+    let blocked_under = |location: &str| {
+        covering_rule(rules, location).is_some_and(|r| r.blocked)
+            || rules.iter().any(|r| {
+                r.blocked
+                    && r.prefix.starts_with(location)
+                    && r.prefix[location.len()..].starts_with('/')
             })
-            .any(|r| r.blocked != covering);
-        if nested {
-            return Err(format!(
-                "whether the node contacts {location:?} depends on the image (a rule under it is blocked and another is not): the policy's rules cannot say so"
-            ));
-        }
-        Ok(covering)
     };
-    let mut verdicts = Vec::new();
-    for rule in &rules {
-        let mirrors: Result<Vec<bool>, String> = rule
-            .mirrors
-            .iter()
-            .map(|m| blocked_at(&m.location))
-            .collect();
-        let primary = match &rule.location {
-            Some(location) => blocked_at(location)?,
-            None => rule.blocked,
-        };
-        verdicts.push((mirrors?, primary));
-    }
-    for (rule, (mirrors, primary)) in rules.iter_mut().zip(verdicts) {
-        let mut kept = mirrors.into_iter();
-        rule.mirrors.retain(|mirror| {
-            let blocked = kept.next().unwrap_or(false);
-            if blocked {
-                notes.push(format!(
-                    "{}: mirror {:?} is covered by a blocked rule; the node never contacts it",
-                    rule.prefix, mirror.location
-                ));
-            }
-            !blocked
-        });
-        if primary != rule.blocked {
-            notes.push(format!(
-                "{}: the primary location's own rule decides whether it is contacted",
-                rule.prefix
-            ));
-            rule.blocked = primary;
-        }
-    }
-    Ok(rules)
+    rules
+        .iter()
+        .flat_map(|rule| {
+            rule.mirrors
+                .iter()
+                .map(|m| &m.location)
+                .chain(&rule.location)
+        })
+        .find(|location| blocked_under(location))
+        .cloned()
 }
 
 /// The rule the node chooses for `name`: the longest matching prefix, ties to the first in
@@ -333,25 +300,20 @@ mod tests {
     }
 
     #[test]
-    fn a_mirror_under_a_blocked_prefix_is_left_out() {
+    fn blocked_entries_and_their_mirrors_are_kept_as_written() {
         let text = "[[registry]]\nlocation = \"a.test\"\nblocked = true\n\
-                    [[registry]]\nlocation = \"b.test\"\n[[registry.mirror]]\nlocation = \"a.test/cache\"\n\
-                    [[registry.mirror]]\nlocation = \"m.test\"\n";
+                    [[registry.mirror]]\nlocation = \"m.test/a\"\n\
+                    [[registry]]\nlocation = \"b.test\"\n[[registry.mirror]]\nlocation = \"a.test/cache\"\n";
         let translation = translate_one(text).expect("valid file");
-        let b = translation
-            .rules
-            .iter()
-            .find(|r| r.prefix == "b.test")
-            .expect("b.test");
+        assert_eq!(translation.rules.len(), 2);
+        let a = &translation.rules[0];
+        assert!(a.blocked);
+        assert_eq!(a.mirrors[0].location, "m.test/a");
+        // the mirror under the blocked prefix stays: the policy refuses it, as the node does
+        assert_eq!(translation.rules[1].mirrors[0].location, "a.test/cache");
         assert_eq!(
-            b.mirrors
-                .iter()
-                .map(|m| m.location.as_str())
-                .collect::<Vec<_>>(),
-            ["m.test"]
+            blocked_location(&translation.rules).as_deref(),
+            Some("a.test/cache")
         );
-        // a rule nested under a mirror's location that decides otherwise: refused
-        let nested = format!("{text}[[registry]]\nlocation = \"m.test/team\"\nblocked = true\n");
-        assert!(translate_one(&nested).is_err());
     }
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::registries_conf::blocked_location;
 use crate::rules::{Mirror, PullFromMirror, Refusal, Rule, Translation, Where};
 use hosts_file::{Endpoint, HostsFile};
 
@@ -53,8 +54,22 @@ pub fn translate(roots: &[PathBuf], default_for: &[String]) -> Result<Translatio
             continue;
         };
         if let Some(rule) = registry_rule(registry, &directory, &mut translation.notes)? {
+            if !rule.prefix.contains(':') {
+                // the policy's literal prefix also covers the host on any port
+                translation.notes.push(format!(
+                    "{}: the policy applies this rule to {registry}:<port> too, where containerd reads {registry}_<port>_ or _default",
+                    directory.display()
+                ));
+            }
             translation.rules.push(rule);
         }
+    }
+    if let Some(location) = blocked_location(&translation.rules) {
+        return Err(Refusal {
+            file: roots.first().map(|root| root.display().to_string()).unwrap_or_default(),
+            at: Where::File,
+            problem: format!("containerd contacts {location:?}, which a rule that never contacts its registry covers: the policy would refuse it"),
+        });
     }
     Ok(translation.sorted())
 }
