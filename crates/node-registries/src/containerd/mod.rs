@@ -177,19 +177,26 @@ fn chain_rule(
     if let Some(server) = &hosts.server {
         let (location, insecure) = endpoint_location(file, server)?;
         let is_source = is_registry_itself(registry, &location);
-        match (server.fields.capabilities.pull, server.fields.capabilities.resolve) {
-            (true, true) if !is_source => rule.location = Some(location),
-            (true, true) => {}
-            (true, false) if !is_source => {
+        let capabilities = server.fields.capabilities;
+        let pull_from_mirror = match (capabilities.pull, capabilities.resolve) {
+            (true, true) if is_source => None,
+            (true, true) => Some(PullFromMirror::All),
+            (true, false) if is_source => return Err(refusal(file, server.line, "the registry itself serves digests only (`capabilities` without `resolve`): the policy's primary location serves tags too")),
+            (true, false) => Some(PullFromMirror::DigestOnly),
+            (false, _) => {
                 rule.blocked = true;
-                rule.mirrors.push(Mirror {
-                    location,
-                    insecure,
-                    pull_from_mirror: PullFromMirror::DigestOnly,
-                });
+                None
             }
-            (true, false) => return Err(refusal(file, server.line, "the registry itself serves digests only (`capabilities` without `resolve`): the policy's primary location serves tags too")),
-            (false, _) => rule.blocked = true,
+        };
+        if let Some(pull_from_mirror) = pull_from_mirror {
+            // another server: the registry itself is never contacted, the server is the
+            // chain's last mirror (its credentials are the image's, as for any mirror)
+            rule.blocked = true;
+            rule.mirrors.push(Mirror {
+                location,
+                insecure,
+                pull_from_mirror,
+            });
         }
         if insecure {
             notes.push(format!(
