@@ -28,6 +28,15 @@ enum Command {
         #[arg(required = true)]
         directories: Vec<String>,
     },
+    /// containerd 1.x (and 2.x without `config_path`): the CRI plugin's `mirrors` in
+    /// config.toml.
+    ContainerdMirrors {
+        /// A registry that the `"*"` entry applies to (repeat for each).
+        #[arg(long = "default-for", value_name = "REGISTRY")]
+        default_for: Vec<String>,
+        /// containerd's config.toml.
+        config: PathBuf,
+    },
     /// CRI-O / Podman: registries.conf, then its registries.conf.d drop-ins, in order.
     RegistriesConf {
         /// The files.
@@ -56,6 +65,13 @@ fn main() -> ExitCode {
                 .collect();
             containerd::translate(&roots, &default_for)
         }
+        Command::ContainerdMirrors {
+            default_for,
+            config,
+        } => read(std::slice::from_ref(&config)).and_then(|files| {
+            let (name, text) = &files[0];
+            containerd::legacy_mirrors::translate(name, text, &default_for)
+        }),
         Command::RegistriesConf { files } => {
             read(&files).and_then(|f| registries_conf::translate(&f))
         }

@@ -101,6 +101,26 @@ fn containerd_certs_d_chains_are_the_nodes() {
     check(&translation, CONTAINERD);
 }
 
+/// containerd 1.x `mirrors` in containerd-1.x-config.toml, `"*"` read for quay.io.
+#[rustfmt::skip]
+const CONTAINERD_1X: &[Row] = &[
+    // the endpoints in order; the registry listed last is asked once
+    ("nginx:1.27", &["mirror.internal.test:5000/dockerhub/library/nginx:1.27", "docker.io/library/nginx:1.27"]),
+    // the registry itself appended after the endpoints, tags and digests alike
+    ("registry.example.test/team/app:2", &["plain.internal.test:8080/team/app:2", "backup.internal.test/team/app:2", "registry.example.test/team/app:2"]),
+    ("registry.example.test/team/app@D", &["plain.internal.test:8080/team/app@D", "backup.internal.test/team/app@D", "registry.example.test/team/app@D"]),
+    // `"*"` for a registry without an entry
+    ("quay.io/org/operator:1", &["cache.internal.test/org/operator:1", "quay.io/org/operator:1"]),
+];
+
+#[test]
+fn containerd_1x_mirror_chains_are_the_nodes() {
+    let (name, text) = &read(&["containerd-1.x-config.toml"])[0];
+    let translation = containerd::legacy_mirrors::translate(name, text, &["quay.io".to_owned()])
+        .expect("a translation");
+    check(&translation, CONTAINERD_1X);
+}
+
 /// CRI-O with registries.conf and the drop-in registries.conf.d/50-moved.conf.
 #[rustfmt::skip]
 const CRI_O: &[Row] = &[

@@ -177,3 +177,32 @@ fn the_command_prints_settings_or_refuses_with_status_one() {
         "{error}"
     );
 }
+
+#[test]
+fn containerd_1x_mirrors_the_policy_cannot_follow_are_refused() {
+    let config = |registry: &str| {
+        format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n{registry}")
+    };
+    #[rustfmt::skip]
+    let cases: &[(&str, usize, &str)] = &[
+        // both: the CRI plugin does not load
+        ("  config_path = \"/etc/containerd/certs.d\"\n[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"a.test\"]\n  endpoint = [\"https://m.test\"]\n", 3, "pulls no image"),
+        ("  config_path = \"/etc/containerd/certs.d\"\n", 3, "certs-d"),
+        // the registry asked between mirrors
+        ("[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"a.test\"]\n  endpoint = [\"https://a.test\", \"https://m.test\"]\n", 3, "before"),
+        // an API root the policy cannot ask
+        ("[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"a.test\"]\n  endpoint = [\"https://m.test/cache\"]\n", 3, "API root"),
+        // credentials
+        ("[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"a.test\".auth]\n  password = \"hunter2-secret\"\n", 3, "credentials"),
+        // "*" without the registries it stands for
+        ("[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"*\"]\n  endpoint = [\"https://m.test\"]\n", 3, "--default-for"),
+    ];
+    for (registry, line, says) in cases {
+        let text = config(registry);
+        let refusal =
+            containerd::legacy_mirrors::translate("config.toml", &text, &[]).expect_err(&text);
+        assert_eq!(refusal.at, Where::Line(*line), "{text}: {refusal}");
+        assert!(refusal.problem.contains(says), "{text}: {refusal}");
+        assert!(!refusal.to_string().contains("hunter2"), "{refusal}");
+    }
+}

@@ -12,6 +12,7 @@
 //! (`dockerResolver.Resolve` in core/remotes/docker/resolver.go).
 
 pub mod hosts_file;
+pub mod legacy_mirrors;
 
 use std::collections::BTreeSet;
 use std::fs;
