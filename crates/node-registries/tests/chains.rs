@@ -99,6 +99,15 @@ fn containerd_certs_d_chains_are_the_nodes() {
     let default_for = ["quay.io".to_owned(), "registry.k8s.io".to_owned()];
     let translation = containerd::translate(&roots, &default_for).expect("a translation");
     check(&translation, CONTAINERD);
+    // the policy's portless prefix also covers other ports: said, for the operator
+    assert!(
+        translation
+            .notes
+            .iter()
+            .any(|n| n.contains("registry.example.test:<port>")),
+        "{:?}",
+        translation.notes
+    );
 }
 
 /// containerd 1.x `mirrors` in containerd-1.x-config.toml, `"*"` read for quay.io.
@@ -163,6 +172,19 @@ const OPENSHIFT: &[Row] = &[
 
 #[test]
 fn openshift_mirror_set_chains_are_the_nodes() {
-    let translation = openshift::translate(&read(&["mirror-sets.yaml"])).expect("a translation");
+    let files = read(&["mirror-sets.yaml"]);
+    let translation = openshift::translate(&files).expect("a translation");
     check(&translation, OPENSHIFT);
+    // the same objects as `oc get -o yaml` prints them: one List
+    let documents: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&files[0].1)
+        .map(|document| serde::Deserialize::deserialize(document).expect("a document"))
+        .collect();
+    let list = serde_yaml::to_string(&serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": documents,
+    }))
+    .expect("YAML");
+    let listed = openshift::translate(&[("list.yaml".into(), list)]).expect("a translation");
+    assert_eq!(listed.rules, translation.rules);
 }
