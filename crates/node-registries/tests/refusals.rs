@@ -76,17 +76,29 @@ fn default_needs_the_registries_it_applies_to() {
 }
 
 #[test]
-fn a_mirror_under_a_registry_that_is_never_contacted_is_refused() {
-    // containerd asks sealed.example.test/cache, which the policy would refuse as blocked
+fn a_host_under_a_registry_that_is_never_contacted_unblocks_it() {
+    // containerd asks sealed.example.test/cache, which the policy would refuse as blocked:
+    // the rule is written unblocked (the policy may then miss a failure, never reject a pull
+    // that works), and the note says so
     let root = certs_d(
         "sealed.example.test",
         "server = \"https://vault.internal.test\"\ncapabilities = [\"pull\"]\n\
          [host.\"https://sealed.example.test/v2/cache\"]\n  override_path = true\n",
     );
-    let refusal = containerd::translate(&[root.path().to_owned()], &[]).expect_err("refused");
+    let translation = containerd::translate(&[root.path().to_owned()], &[]).expect("translated");
+    assert_eq!(translation.rules.len(), 1);
+    assert!(!translation.rules[0].blocked);
+    assert_eq!(
+        translation.rules[0].mirrors[0].location,
+        "sealed.example.test/cache"
+    );
     assert!(
-        refusal.problem.contains("sealed.example.test/cache"),
-        "{refusal}"
+        translation
+            .notes
+            .iter()
+            .any(|n| n.contains("without `blocked`")),
+        "{:?}",
+        translation.notes
     );
 }
 

@@ -65,14 +65,40 @@ pub fn translate(roots: &[PathBuf], default_for: &[String]) -> Result<Translatio
             translation.rules.push(rule);
         }
     }
-    if let Some(location) = blocked_location(&translation.rules) {
-        return Err(Refusal {
-            file: roots.first().map(|root| root.display().to_string()).unwrap_or_default(),
-            at: Where::File,
-            problem: format!("containerd contacts {location:?}, which a rule that never contacts its registry covers: the policy would refuse it"),
-        });
-    }
+    unblock_contacted(&mut translation);
     Ok(translation.sorted())
+}
+
+/// containerd has no `blocked`: it asks every host of a registry's `hosts.toml`, whatever
+/// other directory names it. The policy refuses a location a blocked rule covers, so a rule
+/// whose prefix covers a location containerd asks is left unblocked (noted): the policy may
+/// then admit an image of that registry the node would not find, never reject one it pulls.
+fn unblock_contacted(translation: &mut Translation) {
+    while let Some(location) = blocked_location(&translation.rules) {
+        let covering = translation
+            .rules
+            .iter_mut()
+            .filter(|rule| rule.blocked && covers(&rule.prefix, &location))
+            .max_by_key(|rule| rule.prefix.len());
+        let Some(rule) = covering else {
+            return;
+        };
+        rule.blocked = false;
+        translation.notes.push(format!(
+            "{}: written without `blocked`, since containerd asks {location:?}, which it covers; the policy also asks {} itself",
+            rule.prefix, rule.prefix
+        ));
+    }
+}
+
+/// Whether `prefix` covers `location` or a name under it.
+fn covers(prefix: &str, location: &str) -> bool {
+    let under = |longer: &str, shorter: &str| {
+        longer
+            .strip_prefix(shorter)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', ':']))
+    };
+    under(location, prefix) || under(prefix, location)
 }
 
 /// The subdirectories of `root`, by name, sorted.
