@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 
-use broker_reference::{BrokeredName, Credentials, SealingKey};
+use broker_reference::{BrokeredName, Credentials, ManifestReference, SealingKey, Unsealing};
 use resolvable_images_policy::host::InMemoryHost;
 use resolvable_images_policy::testing::dockerconfigjson;
 use serde_json::{json, Value};
@@ -36,16 +36,49 @@ fn with_pod_secrets(mut request: Value, names: &[&str]) -> Value {
     request
 }
 
-/// The brokered reference of `registry/repository:tag` for team-a's `regcred`.
-fn brokered(registry: &str, repository: &str, tag: &str, secrets: &[&str]) -> String {
-    let name = BrokeredName {
+/// The brokered lookup of `registry/repository` for team-a's `secrets`.
+fn brokered_name(registry: &str, repository: &str, secrets: &[&str]) -> BrokeredName {
+    BrokeredName {
         namespace: "team-a".into(),
         credentials: Credentials::PullSecrets(secrets.iter().map(|s| s.to_string()).collect()),
         registry: registry.into(),
         repository: repository.into(),
-    };
+    }
+}
+
+/// The brokered reference of `registry/repository:tag` for team-a's `secrets`, sealed at the
+/// test host's wall clock.
+fn brokered(registry: &str, repository: &str, tag: &str, secrets: &[&str]) -> String {
     let key = SealingKey::new(KEY).expect("a key");
-    broker_reference::reference(BROKER, &name, &key, Some(tag), None).expect("encodable")
+    let expires = broker_reference::expiry(InMemoryHost::UNIX_TIME.as_secs());
+    let name = brokered_name(registry, repository, secrets);
+    broker_reference::reference(BROKER, &name, &key, Some(tag), None, expires).expect("encodable")
+}
+
+/// What the broker at `now` (Unix seconds) makes of a brokered `reference` the policy wrote,
+/// asked as the policy server asks: by its digest when it has one, else by its tag.
+fn broker_decodes(reference: &str, now: u64) -> Result<BrokeredName, broker_reference::Refusal> {
+    let name = reference
+        .strip_prefix(&format!("{BROKER}/"))
+        .expect("on the broker's host");
+    let (name, asked) = match name.split_once('@') {
+        Some((name, digest)) => (
+            name.rsplit_once(':').map_or(name, |(n, _)| n),
+            ManifestReference::Digest(digest.into()),
+        ),
+        None => {
+            let (name, tag) = name.rsplit_once(':').expect("a tag");
+            (name, ManifestReference::Tag(tag.into()))
+        }
+    };
+    let keys = [SealingKey::new(KEY).expect("a key")];
+    let hosts = [BROKER.to_owned()];
+    let broker = Unsealing {
+        keys: &keys,
+        own_hosts: &hosts,
+        now,
+    };
+    BrokeredName::decode(name, &asked, &broker)
 }
 
 fn app() -> String {
@@ -135,7 +168,7 @@ fn an_absent_image_is_rejected_naming_the_real_registry_never_the_broker() {
         "{message}"
     );
     assert!(
-        !message.contains(BROKER) && !message.contains("r2/"),
+        !message.contains(BROKER) && !message.contains("r3/"),
         "{message}"
     );
 }
@@ -152,7 +185,7 @@ fn warnings_when_both_fail(error: impl Fn(&str) -> String) -> Vec<String> {
     let warnings = warnings(&response);
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     for warning in &warnings {
-        assert!(!warning.contains("r2/"), "{warning}");
+        assert!(!warning.contains("r3/"), "{warning}");
     }
     warnings
 }
@@ -272,7 +305,7 @@ fn refused_pull_secrets_are_the_unauthorized_verdict() {
 fn images_naming_the_broker_are_never_looked_up() {
     // an image that imitates a lookup of kube-system's secrets
     let hostile = format!(
-        "{BROKER}/r2/{}/kube-system/s.admin/d.registry.example.com/team/app:1.4.2",
+        "{BROKER}/r3/{}/1767225900/kube-system/s.admin/d.registry.example.com/team/app:1.4.2",
         "0".repeat(32)
     );
     let mut request = fixture("pod-create.json");
@@ -401,4 +434,79 @@ fn an_unreadable_key_is_a_warning_naming_the_secret_and_nothing_reaches_the_brok
             host.digest_calls()
         );
     }
+}
+
+#[test]
+fn the_policys_references_are_sealed_for_the_broker_host_the_tag_and_minutes() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let now = InMemoryHost::UNIX_TIME.as_secs();
+    let host = host()
+        .with_digest(&app(), DIGEST)
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    let expected = brokered_name("registry.example.com", "team/app", &["regcred"]);
+    // the broker, with the same key and name, accepts it while the seal lasts
+    assert_eq!(broker_decodes(&app(), now), Ok(expected.clone()));
+    assert_eq!(
+        broker_decodes(&app(), now + broker_reference::EXPIRY_WINDOW_SECONDS - 1),
+        Ok(expected)
+    );
+    assert_eq!(
+        broker_decodes(&app(), now + broker_reference::EXPIRY_WINDOW_SECONDS),
+        Err(broker_reference::Refusal::Expired)
+    );
+    // the same name for another tag is not sealed for it
+    let other_tag = app().replace(":1.4.2", ":1.4.3");
+    assert_eq!(
+        broker_decodes(&other_tag, now),
+        Err(broker_reference::Refusal::Unsealed)
+    );
+}
+
+#[test]
+fn references_stay_the_same_within_a_window_and_change_with_it() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let now = InMemoryHost::UNIX_TIME;
+    let lookups_at = |since_epoch: std::time::Duration| {
+        let host = host().with_unix_time(since_epoch);
+        run(&request, settings("credentialed"), &host);
+        let mut calls = host.digest_calls();
+        calls.retain(|c| c.starts_with(BROKER));
+        calls.sort();
+        calls
+    };
+    let first = lookups_at(now + std::time::Duration::from_secs(1));
+    assert_eq!(first.len(), 2, "{first:?}");
+    // the policy server's cache is keyed by reference: the same lookups, the same references
+    assert_eq!(lookups_at(now + std::time::Duration::from_secs(299)), first);
+    let next = lookups_at(now + std::time::Duration::from_secs(301));
+    assert_eq!(next.len(), 2);
+    assert!(next.iter().all(|r| !first.contains(r)), "{next:?}");
+}
+
+#[test]
+fn an_image_with_a_tag_and_a_digest_is_sealed_for_its_digest() {
+    let pinned = format!("{APP}@{DIGEST}");
+    let mut request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    request["object"]["spec"]["containers"][0]["image"] = json!(pinned);
+    let host = host().with_digest(&migrate(), DIGEST);
+    run(&request, settings("credentialed"), &host);
+    let calls = host.digest_calls();
+    let rewritten = calls
+        .iter()
+        .find(|c| c.contains("/team/app:1.4.2@"))
+        .expect("the pinned image brokered");
+    assert!(
+        rewritten.ends_with(&format!(":1.4.2@{DIGEST}")),
+        "{rewritten}"
+    );
+    let now = InMemoryHost::UNIX_TIME.as_secs();
+    // asked by that digest (as the policy server asks), it is sealed; by another, it is not
+    assert!(broker_decodes(rewritten, now).is_ok());
+    let other = rewritten.replace(DIGEST, &format!("sha256:{}", "c".repeat(64)));
+    assert_eq!(
+        broker_decodes(&other, now),
+        Err(broker_reference::Refusal::Unsealed)
+    );
 }

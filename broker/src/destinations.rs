@@ -103,6 +103,11 @@ impl Destinations {
         }
     }
 
+    /// The broker's own names (`--own-host`): never asked, and the hosts a seal may name.
+    pub fn own_hosts(&self) -> &[String] {
+        &self.own_hosts
+    }
+
     /// Why an address may not be connected to, or `None`.
     pub fn refuses_ip(&self, ip: IpAddr) -> Option<String> {
         if self.allowed.iter().any(|n| n.contains(ip)) {

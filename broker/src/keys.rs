@@ -127,4 +127,65 @@ mod tests {
         }
         assert_eq!(keys.current().len(), 2);
     }
+
+    /// A rotation as docs/broker.md describes it, seen by the decoder: while both keys are in
+    /// the mount, names sealed with either are answered; once the old one is removed, names
+    /// it sealed are refused, those of the new one still answered.
+    #[test]
+    fn a_rotation_accepts_both_keys_then_refuses_the_removed_one() {
+        use broker_reference::{BrokeredName, Credentials, ManifestReference, Refusal, Unsealing};
+        let (old, new) = ("o".repeat(40), "n".repeat(40));
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("key"), format!("{old}\n")).expect("write");
+        let keys = Keys::from_dir(dir.path()).expect("keys");
+        let age = |keys: &Keys| {
+            if let Ok(mut held) = keys.held.lock() {
+                held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
+            }
+        };
+        let lookup = BrokeredName {
+            namespace: "team-a".into(),
+            credentials: Credentials::PullSecrets(vec!["regcred".into()]),
+            registry: "registry.example".into(),
+            repository: "app".into(),
+        };
+        let host = "broker.kw.svc:8443";
+        let asked = ManifestReference::Tag("v1".into());
+        let now = 1_767_225_600;
+        let expires = broker_reference::expiry(now);
+        let sealed_with = |key: &str| {
+            let key = SealingKey::from_secret(key.as_bytes()).expect("a key");
+            lookup
+                .encode(&key, host, &asked, expires)
+                .expect("encodable")
+        };
+        let (by_old, by_new) = (sealed_with(&old), sealed_with(&new));
+        let hosts = [host.to_owned()];
+        let decode = |keys: &Keys, name: &str| {
+            let held = keys.current();
+            let broker = Unsealing {
+                keys: &held,
+                own_hosts: &hosts,
+                now,
+            };
+            BrokeredName::decode(name, &asked, &broker)
+        };
+        assert_eq!(decode(&keys, &by_old), Ok(lookup.clone()));
+        assert_eq!(decode(&keys, &by_new), Err(Refusal::Unsealed));
+        // the new key added beside the old one: both answered
+        std::fs::write(dir.path().join("next"), &new).expect("write");
+        age(&keys);
+        assert_eq!(decode(&keys, &by_old), Ok(lookup.clone()));
+        assert_eq!(decode(&keys, &by_new), Ok(lookup.clone()));
+        // the new key made `key`, the old one `previous`, then removed
+        std::fs::write(dir.path().join("previous"), &old).expect("write");
+        std::fs::write(dir.path().join("key"), &new).expect("write");
+        std::fs::remove_file(dir.path().join("next")).expect("remove");
+        age(&keys);
+        assert_eq!(decode(&keys, &by_old), Ok(lookup.clone()));
+        std::fs::remove_file(dir.path().join("previous")).expect("remove");
+        age(&keys);
+        assert_eq!(decode(&keys, &by_old), Err(Refusal::Unsealed));
+        assert_eq!(decode(&keys, &by_new), Ok(lookup));
+    }
 }

@@ -75,8 +75,14 @@ struct Args {
     /// A `sources.yaml` for registries (insecure sources, extra CAs), as the policy server's.
     #[arg(long, env = "BROKER_SOURCES")]
     sources: Option<PathBuf>,
-    /// The broker's own host names (`host[:port]`), never looked up; repeat for each.
-    #[arg(long = "own-host", env = "BROKER_OWN_HOSTS", value_delimiter = ',')]
+    /// The broker's own host names (`host[:port]`), never looked up; repeat for each. A seal
+    /// names the host the policy's `lookupBroker.host` gives, which must be one of them.
+    #[arg(
+        long = "own-host",
+        env = "BROKER_OWN_HOSTS",
+        value_delimiter = ',',
+        required = true
+    )]
     own_hosts: Vec<String>,
     /// Networks (CIDR) never connected to, beyond the defaults (loopback, link-local,
     /// unspecified, CGNAT, unique-local, NAT64, metadata): the cluster's own pod and service

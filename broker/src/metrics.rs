@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// The outcomes a lookup is counted under.
 /// The lookup log line's `outcome` words (service.rs, unanswerable.rs, and the credential
 /// loop's `Outcome::word`).
-pub const OUTCOMES: [&str; 9] = [
+pub const OUTCOMES: [&str; 10] = [
     "found",
     "notFound",
     "unauthorized",
     "unreachable",
     "invalid",
     "unsealed",
+    "expired",
     "malformedSecret",
     "refusedDestination",
     "overloaded",

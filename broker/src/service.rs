@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use broker_reference::{BrokeredName, Credentials, ManifestReference, MALFORMED_PULL_SECRET};
+use broker_reference::{
+    BrokeredName, Credentials, ManifestReference, Unsealing, MALFORMED_PULL_SECRET,
+};
 use kubelet_credentials::Credential;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
@@ -207,9 +209,16 @@ impl Broker {
         reference: &str,
         line: &mut LogLine,
     ) -> Result<Answer, Unanswerable> {
-        let name =
-            BrokeredName::decode(name, &self.keys.current()).map_err(Unanswerable::Undecodable)?;
+        // the tag or digest first: the seal is good for one of them only
         let reference = ManifestReference::parse(reference).map_err(Unanswerable::Undecodable)?;
+        let keys = self.keys.current();
+        let unsealing = Unsealing {
+            keys: &keys,
+            own_hosts: self.destinations.own_hosts(),
+            now: unix_now(),
+        };
+        let name = BrokeredName::decode(name, &reference, &unsealing)
+            .map_err(Unanswerable::Undecodable)?;
         line.name = Some(name.clone());
         line.reference = reference.as_str().to_owned();
         let registry = name.registry.clone();
@@ -521,6 +530,13 @@ fn log(line: &LogLine, took: Duration) {
     );
 }
 
+/// The broker's clock for seals' expiry, Unix seconds (a clock before the epoch reads 0, and
+/// every seal is then too far ahead: refused, never accepted).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,6 +66,7 @@ impl Unanswerable {
     pub fn outcome(&self) -> &'static str {
         match self {
             Unanswerable::Undecodable(Refusal::Unsealed) => "unsealed",
+            Unanswerable::Undecodable(Refusal::Expired | Refusal::ExpiresTooLate) => "expired",
             Unanswerable::Undecodable(_) => "invalid",
             Unanswerable::RefusedDestination { .. } => "refusedDestination",
             Unanswerable::Overloaded { .. } => "overloaded",
@@ -87,8 +88,11 @@ impl Unanswerable {
     /// The distribution API's answer.
     pub fn answer(&self) -> Answer {
         let (status, code) = match self {
-            // not the policy's name: like a wrong caller credential, nothing about the image
-            Unanswerable::Undecodable(Refusal::Unsealed) => (401, "UNAUTHORIZED"),
+            // not the policy's name, or no longer: like a wrong caller credential, nothing
+            // about the image
+            Unanswerable::Undecodable(
+                Refusal::Unsealed | Refusal::Expired | Refusal::ExpiresTooLate,
+            ) => (401, "UNAUTHORIZED"),
             Unanswerable::Undecodable(_) => (400, "NAME_INVALID"),
             Unanswerable::RefusedDestination { .. } => (400, "UNSUPPORTED"),
             _ => (503, "UNAVAILABLE"),
@@ -139,6 +143,13 @@ mod tests {
         assert_eq!(forged.outcome(), "unsealed");
         assert_eq!(forged.answer().status, 401);
         assert!(String::from_utf8_lossy(&forged.answer().body).contains("not sealed"));
+        // an expired seal, or one that claims too long a life: the same 401, its own word
+        for refusal in [Refusal::Expired, Refusal::ExpiresTooLate] {
+            let stale = Unanswerable::Undecodable(refusal);
+            assert_eq!(stale.outcome(), "expired");
+            assert_eq!(stale.answer().status, 401);
+            assert!(String::from_utf8_lossy(&stale.answer().body).contains("UNAUTHORIZED"));
+        }
         assert!(String::from_utf8_lossy(&refused.answer().body).contains("UNSUPPORTED"));
     }
 }

@@ -31,6 +31,8 @@ pub struct InMemoryHost {
     latency: Duration,
     clock: Cell<Duration>,
     readings: Cell<usize>,
+    /// The wall clock, when a test sets it; else [`InMemoryHost::UNIX_TIME`].
+    unix_time: Option<Duration>,
     calls: RefCell<Vec<String>>,
 }
 
@@ -153,6 +155,15 @@ impl InMemoryHost {
         self
     }
 
+    /// The wall clock of a host whose test did not set one: 2026-01-01T00:00:00Z.
+    pub const UNIX_TIME: Duration = Duration::from_secs(1_767_225_600);
+
+    /// Sets the wall clock ([`Host::unix_time`]), which does not run.
+    pub fn with_unix_time(mut self, since_epoch: Duration) -> Self {
+        self.unix_time = Some(since_epoch);
+        self
+    }
+
     /// Makes every registry and Kubernetes call take `latency` on the simulated clock.
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
@@ -186,6 +197,10 @@ impl InMemoryHost {
 }
 
 impl Host for InMemoryHost {
+    fn unix_time(&self) -> Duration {
+        self.unix_time.unwrap_or(Self::UNIX_TIME)
+    }
+
     fn now(&self) -> Duration {
         self.readings.set(self.readings.get() + 1);
         self.clock.get()

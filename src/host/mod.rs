@@ -43,6 +43,11 @@ pub trait Host {
     /// (the WASI clock under a real host, a simulated one in tests).
     fn now(&self) -> Duration;
 
+    /// Wall-clock time since the Unix epoch: the expiry of the lookup broker's seals, which
+    /// the broker checks with its own clock (the WASI realtime clock under a real host, a
+    /// fixed instant in tests).
+    fn unix_time(&self) -> Duration;
+
     /// `oci/v1/resolve_images`: all of a request's lookups, each with the credentials the
     /// kubelet would try. Stock hosts answer `unknown operation`.
     fn resolve_images(

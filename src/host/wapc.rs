@@ -63,6 +63,14 @@ impl Host for WapcHost {
         ORIGIN.get_or_init(std::time::Instant::now).elapsed()
     }
 
+    fn unix_time(&self) -> Duration {
+        // WASI's realtime clock; a host that reports a time before the epoch gives expired
+        // seals, which the broker refuses (a warning, never a denial)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+
     fn manifest_digest(&self, reference: &str) -> Result<String, HostError> {
         self.oci::<ManifestDigest>("v1/manifest_digest", &reference)
             .map(|answer| answer.digest)

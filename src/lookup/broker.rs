@@ -8,7 +8,8 @@
 //!
 //! Three rules keep one namespace's secrets out of another's lookups: the broker answers only
 //! names sealed with the key of the Secret `lookupBroker.keySecret` names, which only this
-//! policy is granted (so no other module of the policy server can write one); the namespace
+//! policy is granted (so no other module of the policy server can write one), and only for
+//! the broker host, the tag or digest and the minutes the seal names; the namespace
 //! encoded is the admission request's, never anything an image says; and no lookup of a
 //! reference on the broker's host leaves the policy unless the policy encoded it for this
 //! request ([`BrokerGuard`]), since the policy server would send its broker credential with it.
@@ -39,6 +40,9 @@ pub struct BrokerRoutes {
     routes: HashMap<(PodId, String), Credentials>,
     /// The sealing key, read once a lookup is routed; why not, when it cannot be read.
     key: Result<SealingKey, String>,
+    /// When the seals written for this request expire (Unix seconds): one reading of the
+    /// wall clock, once a lookup is routed.
+    expires: u64,
     issued: Issued,
 }
 
@@ -89,16 +93,20 @@ impl BrokerRoutes {
                 }
             }
         }
-        let key = if routes.is_empty() {
-            Err(String::new())
+        let (key, expires) = if routes.is_empty() {
+            (Err(String::new()), 0)
         } else {
-            read_key(&settings.key_secret, host)
+            (
+                read_key(&settings.key_secret, host),
+                broker_reference::expiry(host.unix_time().as_secs()),
+            )
         };
         BrokerRoutes {
             settings: settings.clone(),
             namespace: namespace.to_owned(),
             routes,
             key,
+            expires,
             issued,
         }
     }
@@ -146,6 +154,7 @@ impl BrokerRoutes {
             key,
             tag.as_deref(),
             digest.as_deref(),
+            self.expires,
         )
         .ok()?;
         self.issued.borrow_mut().insert(reference.clone());
@@ -164,7 +173,8 @@ impl BrokerRoutes {
     /// A failed brokered lookup, told in terms of the real image: the broker's host and the
     /// encoded name never reach a message. A 401 without `DENIED` is the broker refusing the
     /// policy server itself (no or a wrong caller credential) or the name's seal (the broker
-    /// holds another key): nothing was learnt about the image.
+    /// holds another key, has another name, or its clock says the seal expired): nothing was
+    /// learnt about the image.
     pub fn explain(&self, error: &HostError, brokered: &str, location: &ImageReference) -> Failure {
         let registry = location.registry();
         let malformed = error
@@ -181,7 +191,7 @@ impl BrokerRoutes {
             return Failure::new(
                 FailureKind::Unreachable,
                 format!(
-                    "not checked: the lookup broker refused the lookup (the policy server's credential or lookupBroker.keySecret's key); {registry} not asked"
+                    "not checked: the lookup broker refused the lookup (the policy server's credential, lookupBroker.keySecret's key, a lookupBroker.host the broker does not call its own, or clocks apart); {registry} not asked"
                 ),
             );
         }
@@ -334,6 +344,10 @@ impl<H: Host> Host for BrokerGuard<'_, H> {
 
     fn now(&self) -> std::time::Duration {
         self.inner.now()
+    }
+
+    fn unix_time(&self) -> std::time::Duration {
+        self.inner.unix_time()
     }
 
     fn resolve_images(

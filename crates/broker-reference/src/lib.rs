@@ -11,8 +11,11 @@
 //! specification; the layout is
 //!
 //! ```text
-//! r2/<seal>/<namespace>/<credentials>/<registry>/<repository…>
-//! seal:        32 hex digits: HMAC-SHA256 of the rest under the key the policy and broker share
+//! r3/<seal>/<expires>/<namespace>/<credentials>/<registry>/<repository…>
+//! seal:        32 hex digits: HMAC-SHA256, under the key the policy and broker share, of
+//!              `<broker host>/r3/<expires>/<namespace>/…/<repository>` and the one tag
+//!              (`:<tag>`) or digest (`@<digest>`) the manifest URL asks for
+//! expires:     Unix seconds after which the broker refuses the name
 //! credentials: n                      no pull secrets: anonymous
 //!              s.<secret>[__<secret>…] these pull secrets, in this order
 //!              a.<serviceaccount>      the ServiceAccount's pull secrets
@@ -23,7 +26,9 @@
 //! Security rests on who can write the name. The broker answers only names sealed with its
 //! key ([`SealingKey`]), which the policy reads from a Secret that only it is granted, so
 //! another module on the same policy server, or a Pod author who writes an image on the
-//! broker's host, cannot choose whose secrets are spent. The policy fills in the namespace of
+//! broker's host, cannot choose whose secrets are spent. A sealed name is good for one tag or
+//! digest, on one broker host, for minutes ([`expiry`], [`Unsealing`]): whoever copies it
+//! from a log or a cache holds no lasting capability. The policy fills in the namespace of
 //! the admission request, never anything from the image; and it never sends a reference on
 //! the broker's host that it did not write itself ([`is_broker_host`]).
 
@@ -31,13 +36,45 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The first component of every encoded name: the version of this encoding.
-pub const VERSION: &str = "r2";
+pub const VERSION: &str = "r3";
 /// The seal's length in hex digits: 128 bits of the HMAC, as in HMAC-SHA256-128 (RFC 4868).
 pub const SEAL_LENGTH: usize = 32;
 /// The longest name (registry host included) distribution's reference parser accepts.
 pub const NAME_TOTAL_LENGTH_MAX: usize = 255;
 /// The longest tag a reference may have.
 pub const TAG_LENGTH_MAX: usize = 128;
+/// Seals expire on a multiple of this many seconds ([`expiry`]): every lookup of an image in
+/// one window gets the same reference, so the policy server's per-reference cache still
+/// serves it.
+pub const EXPIRY_WINDOW_SECONDS: u64 = 300;
+/// How far apart the policy server's clock and the broker's may be.
+pub const CLOCK_SKEW_MAX_SECONDS: u64 = 60;
+/// The furthest expiry the broker accepts, from its own clock: the longest lifetime [`expiry`]
+/// gives (under two windows) and the skew allowed. A name that claims longer was not written
+/// by this encoder with a sane clock.
+pub const EXPIRES_AHEAD_MAX_SECONDS: u64 = 2 * EXPIRY_WINDOW_SECONDS + CLOCK_SKEW_MAX_SECONDS;
+
+/// The expiry the policy writes at `now` (Unix seconds): the next multiple of
+/// [`EXPIRY_WINDOW_SECONDS`] at or after `now`, plus one window. A seal therefore lives at
+/// least one window (a lookup in flight never outlives it) and less than two, and the
+/// references written within one window are identical.
+pub fn expiry(now: u64) -> u64 {
+    now.div_ceil(EXPIRY_WINDOW_SECONDS)
+        .saturating_mul(EXPIRY_WINDOW_SECONDS)
+        .saturating_add(EXPIRY_WINDOW_SECONDS)
+}
+
+/// What the broker accepts a seal for: its keys, the host names it is reached by (`--own-host`),
+/// and its clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Unsealing<'a> {
+    /// Every key of the broker (two during a rotation).
+    pub keys: &'a [SealingKey],
+    /// The broker's own host names, `host[:port]`, compared as [`registry_key`] spells them.
+    pub own_hosts: &'a [String],
+    /// The broker's clock, Unix seconds.
+    pub now: u64,
+}
 
 /// Whose credentials the broker looks the image up with, as the kubelet would pick them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -125,14 +162,24 @@ pub enum Refusal {
     /// The encoded name would be longer than 255 characters.
     #[error("the brokered name would be longer than 255 characters")]
     TooLong,
-    /// The name is not this encoding (wrong version, missing or malformed component, not
-    /// canonical).
-    #[error("the name is not a brokered lookup of encoding r2")]
+    /// The name is not this encoding (another version, such as the retired `r2`, a missing or
+    /// malformed component, not canonical).
+    #[error("the name is not a brokered lookup of encoding r3")]
     NotEncoded,
-    /// The name is this encoding but its seal is not one of the broker's keys': the policy did
-    /// not write it, or the policy and the broker hold different keys.
-    #[error("the name is not sealed with a key of the lookup broker")]
+    /// The name is this encoding but its seal is not one of the broker's keys' for one of its
+    /// host names and the tag or digest asked: the policy did not write it, wrote it for
+    /// another broker or another tag or digest, or holds another key.
+    #[error("the name is not sealed with a key of the lookup broker for this broker host and this tag or digest")]
     Unsealed,
+    /// The seal's expiry has passed on the broker's clock.
+    #[error("the name's seal has expired")]
+    Expired,
+    /// The seal's expiry is further ahead than any the policy writes
+    /// ([`EXPIRES_AHEAD_MAX_SECONDS`]): a forged lifetime, or clocks too far apart.
+    #[error(
+        "the name's seal expires further ahead than the lookup broker accepts (clocks apart?)"
+    )]
+    ExpiresTooLate,
     /// A sealing key shorter than [`SealingKey::MIN_LENGTH`] bytes.
     #[error("the sealing key is shorter than 32 bytes")]
     ShortKey,
@@ -174,40 +221,79 @@ impl SealingKey {
         Self::new(&bytes[..end])
     }
 
-    fn mac(&self, body: &str) -> Hmac<Sha256> {
+    fn mac(&self, message: &str) -> Hmac<Sha256> {
         // HMAC takes a key of any length: this cannot fail
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
-        mac.update(VERSION.as_bytes());
-        mac.update(b"/");
-        mac.update(body.as_bytes());
+        mac.update(message.as_bytes());
         mac
     }
 
-    /// The seal of an encoded name's `body` (everything after the seal).
-    fn seal(&self, body: &str) -> String {
-        let tag = self.mac(body).finalize().into_bytes();
+    /// The seal of `message` ([`seal_message`]): the left 128 bits of its HMAC, in hex.
+    fn seal(&self, message: &str) -> String {
+        let tag = self.mac(message).finalize().into_bytes();
         tag[..SEAL_LENGTH / 2]
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
     }
 
-    /// True when `seal` is this key's seal of `body`, compared in constant time.
-    fn verifies(&self, seal: &[u8], body: &str) -> bool {
-        self.mac(body).verify_truncated_left(seal).is_ok()
+    /// True when `seal` is this key's seal of `message`, compared in constant time.
+    fn verifies(&self, seal: &[u8], message: &str) -> bool {
+        self.mac(message).verify_truncated_left(seal).is_ok()
     }
 }
 
+/// What a seal is the HMAC of: the reference as the policy wrote it, the seal left out, with
+/// only the tag or the digest that the manifest URL asks for (a digest when the image has
+/// one, as the policy server's client and the test host ask), the broker host spelled as
+/// [`registry_key`] spells it: `<host>/r3/<expires>/<body>:<tag>` or `…/<body>@<digest>`.
+/// Unambiguous: the host has no `/`, the body ends with path components, which hold neither
+/// `:` nor `@`, and a tag holds neither.
+fn seal_message(
+    host_key: &str,
+    expires: &str,
+    body: &str,
+    reference: &ManifestReference,
+) -> String {
+    let separator = match reference {
+        ManifestReference::Tag(_) => ':',
+        ManifestReference::Digest(_) => '@',
+    };
+    format!(
+        "{host_key}/{VERSION}/{expires}/{body}{separator}{}",
+        reference.as_str()
+    )
+}
+
 impl BrokeredName {
-    /// The encoded name (no broker host), sealed with `key`, or why this lookup cannot be
-    /// encoded. The length limit is checked by [`reference`], which knows the broker host.
-    pub fn encode(&self, key: &SealingKey) -> Result<String, Refusal> {
+    /// The encoded name (no broker host) for looking up `asked` (the tag or digest the
+    /// manifest URL will carry) through `broker_host` until `expires` (Unix seconds, see
+    /// [`expiry`]), sealed with `key`; or why this lookup cannot be encoded. The length limit
+    /// is checked by [`reference`], which writes the broker host in front.
+    pub fn encode(
+        &self,
+        key: &SealingKey,
+        broker_host: &str,
+        asked: &ManifestReference,
+        expires: u64,
+    ) -> Result<String, Refusal> {
+        if plain_registry(broker_host).is_none() {
+            return Err(Refusal::BrokerHost);
+        }
         let body = self.body()?;
-        Ok(format!("{VERSION}/{}/{body}", key.seal(&body)))
+        let expires = expires.to_string();
+        let seal = key.seal(&seal_message(
+            &registry_key(broker_host),
+            &expires,
+            &body,
+            asked,
+        ));
+        Ok(format!("{VERSION}/{seal}/{expires}/{body}"))
     }
 
-    /// Everything the seal covers: `<namespace>/<credentials>/<registry>/<repository>`.
+    /// What the seal covers besides the host, the expiry and the tag or digest:
+    /// `<namespace>/<credentials>/<registry>/<repository>`.
     fn body(&self) -> Result<String, Refusal> {
         if !is_dns_label(&self.namespace) {
             return Err(Refusal::Namespace);
@@ -237,40 +323,57 @@ impl BrokeredName {
         ))
     }
 
-    /// Decodes a name the broker received (`/v2/<name>/manifests/…`), accepting exactly what
-    /// [`BrokeredName::encode`] produces with one of `keys`.
-    pub fn decode(name: &str, keys: &[SealingKey]) -> Result<Self, Refusal> {
+    /// Decodes a name the broker received in `/v2/<name>/manifests/<asked>`, accepting exactly
+    /// what [`BrokeredName::encode`] produces with one of the broker's keys, for one of its
+    /// host names and for `asked`, and only before its expiry. The seal is checked before
+    /// anything else of the name is believed; the expiry right after it.
+    pub fn decode(
+        name: &str,
+        asked: &ManifestReference,
+        unsealing: &Unsealing<'_>,
+    ) -> Result<Self, Refusal> {
         if name.len() > NAME_TOTAL_LENGTH_MAX {
             return Err(Refusal::TooLong);
         }
-        let mut parts = name.splitn(6, '/');
-        let (
-            Some(VERSION),
-            Some(seal),
-            Some(namespace),
-            Some(credentials),
-            Some(registry),
-            Some(repository),
-        ) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        )
+        let mut parts = name.splitn(4, '/');
+        let (Some(VERSION), Some(seal), Some(expires), Some(body)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return Err(Refusal::NotEncoded);
         };
-        if !is_seal(seal) {
-            return Err(Refusal::NotEncoded);
-        }
-        let body = &name[VERSION.len() + 1 + seal.len() + 1..];
+        let seal = is_seal(seal)
+            .then(|| decode_hex(seal))
+            .flatten()
+            .ok_or(Refusal::NotEncoded)?;
+        let expires_at = parse_expiry(expires).ok_or(Refusal::NotEncoded)?;
         // the seal first: nothing of an unsealed name is looked at further
-        let seal = decode_hex(seal).ok_or(Refusal::NotEncoded)?;
-        if !keys.iter().any(|key| key.verifies(&seal, body)) {
+        let sealed = unsealing.own_hosts.iter().any(|host| {
+            let message = seal_message(&registry_key(host), expires, body, asked);
+            unsealing
+                .keys
+                .iter()
+                .any(|key| key.verifies(&seal, &message))
+        });
+        if !sealed {
             return Err(Refusal::Unsealed);
         }
+        if expires_at <= unsealing.now {
+            return Err(Refusal::Expired);
+        }
+        if expires_at - unsealing.now > EXPIRES_AHEAD_MAX_SECONDS {
+            return Err(Refusal::ExpiresTooLate);
+        }
+        Self::decode_body(body)
+    }
+
+    /// The lookup a sealed body names, if it is what the encoder writes.
+    fn decode_body(body: &str) -> Result<Self, Refusal> {
+        let mut parts = body.splitn(4, '/');
+        let (Some(namespace), Some(credentials), Some(registry), Some(repository)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Refusal::NotEncoded);
+        };
         let credentials = if credentials == "n" {
             Credentials::PullSecrets(Vec::new())
         } else if let Some(list) = credentials.strip_prefix("s.") {
@@ -295,39 +398,47 @@ impl BrokeredName {
     }
 }
 
+/// An expiry as the encoder writes it: decimal Unix seconds without a leading zero.
+fn parse_expiry(text: &str) -> Option<u64> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
+}
+
 /// The full reference the policy asks the policy server about: `broker_host/<name>` with the
-/// tag and/or digest of the original image. Refuses what would not parse or is too long.
+/// tag and/or digest of the original image, sealed for the one the manifest URL will carry
+/// (the digest when there is one) and for `expires` (Unix seconds, see [`expiry`]). Refuses
+/// what would not parse or is too long.
 pub fn reference(
     broker_host: &str,
     name: &BrokeredName,
     key: &SealingKey,
     tag: Option<&str>,
     digest: Option<&str>,
+    expires: u64,
 ) -> Result<String, Refusal> {
-    if plain_registry(broker_host).is_none() {
-        return Err(Refusal::BrokerHost);
+    if tag.is_some_and(|tag| !is_tag(tag)) {
+        return Err(Refusal::Tag);
     }
-    let encoded = name.encode(key)?;
+    let asked = match (tag, digest) {
+        (_, Some(digest)) if is_digest(digest) => ManifestReference::Digest(digest.to_owned()),
+        (_, Some(_)) => return Err(Refusal::Digest),
+        (Some(tag), None) => ManifestReference::Tag(tag.to_owned()),
+        (None, None) => return Err(Refusal::Tag),
+    };
+    let encoded = name.encode(key, broker_host, &asked, expires)?;
     if broker_host.len() + 1 + encoded.len() > NAME_TOTAL_LENGTH_MAX {
         return Err(Refusal::TooLong);
     }
     let mut reference = format!("{broker_host}/{encoded}");
     if let Some(tag) = tag {
-        if !is_tag(tag) {
-            return Err(Refusal::Tag);
-        }
         reference.push(':');
         reference.push_str(tag);
     }
     if let Some(digest) = digest {
-        if !is_digest(digest) {
-            return Err(Refusal::Digest);
-        }
         reference.push('@');
         reference.push_str(digest);
-    }
-    if tag.is_none() && digest.is_none() {
-        return Err(Refusal::Tag);
     }
     Ok(reference)
 }

@@ -22,13 +22,49 @@ fn key() -> SealingKey {
     SealingKey::new(*b"0123456789abcdef0123456789abcdef").unwrap()
 }
 
-/// `body` sealed with the tests' key, as the encoder would.
+/// The broker host of the tests.
+const HOST: &str = "broker.kw.svc:8443";
+/// The tests' clock: 2026-01-01T00:00:00Z, on a window's boundary.
+const NOW: u64 = 1_767_225_600;
+/// The expiry the policy writes at [`NOW`].
+const EXPIRES: u64 = NOW + EXPIRY_WINDOW_SECONDS;
+
+fn tag(tag: &str) -> ManifestReference {
+    ManifestReference::Tag(tag.into())
+}
+
+/// A broker reached as [`HOST`], holding `keys`, at `now`.
+fn broker<'a>(keys: &'a [SealingKey], hosts: &'a [String], now: u64) -> Unsealing<'a> {
+    Unsealing {
+        keys,
+        own_hosts: hosts,
+        now,
+    }
+}
+
+fn hosts() -> Vec<String> {
+    vec![HOST.to_owned()]
+}
+
+/// Decodes `name` asked for tag `t1` by a broker holding the tests' key at [`NOW`].
+fn decode(name: &str) -> Result<BrokeredName, Refusal> {
+    BrokeredName::decode(name, &tag("t1"), &broker(&[key()], &hosts(), NOW))
+}
+
+/// `body` sealed with the tests' key for [`HOST`], tag `t1` and [`EXPIRES`], as the encoder
+/// would.
 fn sealed(body: &str) -> String {
-    format!("{VERSION}/{}/{body}", key().seal(body))
+    let expires = EXPIRES.to_string();
+    let seal = key().seal(&seal_message(HOST, &expires, body, &tag("t1")));
+    format!("{VERSION}/{seal}/{expires}/{body}")
 }
 
 fn secrets(names: &[&str]) -> Credentials {
     Credentials::PullSecrets(names.iter().map(|s| s.to_string()).collect())
+}
+
+fn encode(lookup: &BrokeredName) -> Result<String, Refusal> {
+    lookup.encode(&key(), HOST, &tag("t1"), EXPIRES)
 }
 
 #[test]
@@ -41,8 +77,8 @@ fn encodes_the_documented_examples() {
     );
     // the seal as `openssl dgst -sha256 -hmac <key>` computes it (docs/design/broker-encoding.md)
     assert_eq!(
-        lookup.encode(&key()).unwrap(),
-        "r2/6fd13fe02cafffbec37c830e78d5a831/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web"
+        reference(HOST, &lookup, &key(), Some("v1"), None, EXPIRES).unwrap(),
+        "broker.kw.svc:8443/r3/3ffe6117917f3f9486b885f4e6a24049/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1"
     );
     let sa = name(
         "default",
@@ -51,28 +87,27 @@ fn encodes_the_documented_examples() {
         "library/busybox",
     );
     assert_eq!(
-        sa.encode(&key()).unwrap(),
+        encode(&sa).unwrap(),
         sealed("default/a.builder/d.docker.io/library/busybox")
     );
     let anonymous = name("ns", secrets(&[]), "[::1]:5000", "a");
     assert_eq!(
-        anonymous.encode(&key()).unwrap(),
+        encode(&anonymous).unwrap(),
         sealed("ns/n/x.5b3a3a315d3a35303030/a")
     );
-    assert_eq!(
-        reference("broker.kw.svc:8443", &lookup, &key(), Some("v1"), None).unwrap(),
-        format!(
-            "broker.kw.svc:8443/{}:v1",
-            sealed("team-a/s.regcred__backup.cred/d.registry.example_5000/app/web")
-        )
-    );
+    // a tag and a digest: sealed for the digest, which the manifest URL carries
     let digest = format!("sha256:{}", "a".repeat(64));
-    assert_eq!(
-        reference("b", &sa, &key(), Some("1.0"), Some(&digest)).unwrap(),
-        format!(
-            "b/{}:1.0@{digest}",
-            sealed("default/a.builder/d.docker.io/library/busybox")
+    let by_digest = sa
+        .encode(
+            &key(),
+            "b",
+            &ManifestReference::Digest(digest.clone()),
+            EXPIRES,
         )
+        .unwrap();
+    assert_eq!(
+        reference("b", &sa, &key(), Some("1.0"), Some(&digest), EXPIRES).unwrap(),
+        format!("b/{by_digest}:1.0@{digest}")
     );
 }
 
@@ -96,16 +131,12 @@ fn round_trips() {
         name("z", secrets(&["x"]), "host-with-hyphen.example", "c--d"),
     ];
     for case in cases {
-        let encoded = case.encode(&key()).unwrap();
+        let encoded = encode(&case).unwrap();
         assert!(
             is_repository(&encoded),
             "{encoded} must be valid path components"
         );
-        assert_eq!(
-            BrokeredName::decode(&encoded, &[key()]).unwrap(),
-            case,
-            "{encoded}"
-        );
+        assert_eq!(decode(&encoded).unwrap(), case, "{encoded}");
     }
 }
 
@@ -114,78 +145,74 @@ fn refuses_what_cannot_exist_or_parse() {
     let ok = || name("ns", secrets(&["s"]), "r.example", "repo");
     let mut bad = ok();
     bad.namespace = "Team".into();
-    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
+    assert_eq!(encode(&bad), Err(Refusal::Namespace));
     bad.namespace = "-a".into();
-    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
+    assert_eq!(encode(&bad), Err(Refusal::Namespace));
     bad.namespace = "a".repeat(64);
-    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
+    assert_eq!(encode(&bad), Err(Refusal::Namespace));
     bad.namespace = "a.b".into();
-    assert_eq!(bad.encode(&key()), Err(Refusal::Namespace));
+    assert_eq!(encode(&bad), Err(Refusal::Namespace));
     for secret in ["", "Upper", "under_score", "a..b", "a/b", ".a", "a-"] {
         let mut bad = ok();
         bad.credentials = secrets(&["fine", secret]);
-        assert_eq!(bad.encode(&key()), Err(Refusal::ObjectName), "{secret:?}");
+        assert_eq!(encode(&bad), Err(Refusal::ObjectName), "{secret:?}");
         bad.credentials = Credentials::ServiceAccount(secret.into());
-        assert_eq!(bad.encode(&key()), Err(Refusal::ObjectName), "{secret:?}");
+        assert_eq!(encode(&bad), Err(Refusal::ObjectName), "{secret:?}");
     }
     for registry in ["", "a/b", "a b", "a@b", "é.example", "a:b:c\n"] {
         let mut bad = ok();
         bad.registry = registry.into();
-        assert_eq!(bad.encode(&key()), Err(Refusal::Registry), "{registry:?}");
+        assert_eq!(encode(&bad), Err(Refusal::Registry), "{registry:?}");
     }
     for repository in [
         "", "Upper", "a//b", "/a", "a/", "a..b", "a___b", "-a", "a:b",
     ] {
         let mut bad = ok();
         bad.repository = repository.into();
+        assert_eq!(encode(&bad), Err(Refusal::Repository), "{repository:?}");
+    }
+    let refs = |tag: Option<&str>, digest: Option<&str>| {
+        reference("b", &ok(), &key(), tag, digest, EXPIRES)
+    };
+    assert_eq!(refs(Some(".bad"), None), Err(Refusal::Tag));
+    assert_eq!(refs(Some(&"t".repeat(129)), None), Err(Refusal::Tag));
+    assert_eq!(refs(None, None), Err(Refusal::Tag));
+    assert_eq!(refs(None, Some("sha256:short")), Err(Refusal::Digest));
+    for host in ["B", "b/c", ""] {
         assert_eq!(
-            bad.encode(&key()),
-            Err(Refusal::Repository),
-            "{repository:?}"
+            reference(host, &ok(), &key(), Some("t"), None, EXPIRES),
+            Err(Refusal::BrokerHost),
+            "{host:?}"
         );
     }
-    assert_eq!(
-        reference("b", &ok(), &key(), Some(".bad"), None),
-        Err(Refusal::Tag)
-    );
-    assert_eq!(
-        reference("b", &ok(), &key(), Some(&"t".repeat(129)), None),
-        Err(Refusal::Tag)
-    );
-    assert_eq!(reference("b", &ok(), &key(), None, None), Err(Refusal::Tag));
-    assert_eq!(
-        reference("b", &ok(), &key(), None, Some("sha256:short")),
-        Err(Refusal::Digest)
-    );
-    assert_eq!(
-        reference("B", &ok(), &key(), Some("t"), None),
-        Err(Refusal::BrokerHost)
-    );
-    assert_eq!(
-        reference("b/c", &ok(), &key(), Some("t"), None),
-        Err(Refusal::BrokerHost)
-    );
 }
 
 #[test]
 fn limits_the_whole_name_to_255_characters() {
-    let host = "broker.kw.svc:8443";
-    let fixed = format!("{host}/{}", sealed("ns/n/d.r/")).len();
+    // the seal and a ten-digit expiry take 47 characters of the 255
+    let fixed = format!("{HOST}/{}", sealed("ns/n/d.r/")).len();
+    assert_eq!(
+        fixed,
+        HOST.len() + 1 + "r3/".len() + SEAL_LENGTH + 1 + 11 + "ns/n/d.r/".len()
+    );
     let mut lookup = name(
         "ns",
         secrets(&[]),
         "r",
         &"a".repeat(NAME_TOTAL_LENGTH_MAX - fixed),
     );
-    let exact = reference(host, &lookup, &key(), Some("t"), None).unwrap();
+    let exact = reference(HOST, &lookup, &key(), Some("t"), None, EXPIRES).unwrap();
     assert_eq!(exact.len() - ":t".len(), NAME_TOTAL_LENGTH_MAX);
+    // a digest does not count: it follows the name
+    let digest = format!("sha256:{}", "0".repeat(64));
+    assert!(reference(HOST, &lookup, &key(), None, Some(&digest), EXPIRES).is_ok());
     lookup.repository.push('a');
     assert_eq!(
-        reference(host, &lookup, &key(), Some("t"), None),
+        reference(HOST, &lookup, &key(), Some("t"), None, EXPIRES),
         Err(Refusal::TooLong)
     );
     assert_eq!(
-        BrokeredName::decode(&sealed(&format!("ns/n/d.r/{}", "a".repeat(300))), &[key()]),
+        decode(&sealed(&format!("ns/n/d.r/{}", "a".repeat(300)))),
         Err(Refusal::TooLong)
     );
 }
@@ -195,24 +222,24 @@ fn decodes_strictly() {
     // whatever is not the layout, sealed or not
     for name in [
         "",
-        "r2",
+        "r3",
         "r1/ns/n/d.r/a",
-        "R2/x/ns/n/d.r/a",
-        "/r2/x/ns/n/d.r/a",
+        "R3/x/1/ns/n/d.r/a",
+        "/r3/x/1/ns/n/d.r/a",
     ] {
-        assert_eq!(
-            BrokeredName::decode(name, &[key()]),
-            Err(Refusal::NotEncoded),
-            "{name:?}"
-        );
+        assert_eq!(decode(name), Err(Refusal::NotEncoded), "{name:?}");
     }
-    let short_seal = format!("r2/{}/ns/n/d.r/a", &key().seal("ns/n/d.r/a")[..31]);
-    let upper_seal = format!("r2/{}/ns/n/d.r/a", key().seal("ns/n/d.r/a").to_uppercase());
-    for name in [short_seal, upper_seal] {
-        assert_eq!(
-            BrokeredName::decode(&name, &[key()]),
-            Err(Refusal::NotEncoded)
-        );
+    let good = sealed("ns/n/d.r/a");
+    let seal = &good[3..3 + SEAL_LENGTH];
+    let short_seal = good.replace(seal, &seal[..31]);
+    let upper_seal = good.replace(seal, &seal.to_uppercase());
+    // an expiry the encoder never writes, sealed or not
+    let expiry_text = EXPIRES.to_string();
+    let zero_led = good.replace(&expiry_text, &format!("0{expiry_text}"));
+    let signed = good.replace(&expiry_text, &format!("+{expiry_text}"));
+    let huge = good.replace(&expiry_text, &"9".repeat(21));
+    for name in [short_seal, upper_seal, zero_led, signed, huge] {
+        assert_eq!(decode(&name), Err(Refusal::NotEncoded), "{name}");
     }
     // sealed by a key holder, yet not what the encoder writes
     let refused = [
@@ -235,12 +262,150 @@ fn decodes_strictly() {
     ];
     for body in refused {
         let name = sealed(body);
-        let refusal = BrokeredName::decode(&name, &[key()]);
+        let refusal = decode(&name);
         assert!(
             refusal.is_err() && refusal != Err(Refusal::Unsealed),
             "{name:?}: {refusal:?}"
         );
     }
+}
+
+#[test]
+fn a_seal_is_good_for_one_tag_or_digest() {
+    let lookup = name("team-a", secrets(&["regcred"]), "r.example", "app");
+    let keys = [key()];
+    let hosts = hosts();
+    let at_now = broker(&keys, &hosts, NOW);
+    let v1 = lookup.encode(&key(), HOST, &tag("v1"), EXPIRES).unwrap();
+    assert_eq!(
+        BrokeredName::decode(&v1, &tag("v1"), &at_now),
+        Ok(lookup.clone())
+    );
+    // the name copied for another tag of the same repository
+    for other in ["v2", "V1", "v1.0", "latest"] {
+        assert_eq!(
+            BrokeredName::decode(&v1, &tag(other), &at_now),
+            Err(Refusal::Unsealed),
+            "{other}"
+        );
+    }
+    let digest = |c: &str| ManifestReference::Digest(format!("sha256:{}", c.repeat(64)));
+    let by_a = lookup.encode(&key(), HOST, &digest("a"), EXPIRES).unwrap();
+    assert_eq!(
+        BrokeredName::decode(&by_a, &digest("a"), &at_now),
+        Ok(lookup.clone())
+    );
+    assert_eq!(
+        BrokeredName::decode(&by_a, &digest("b"), &at_now),
+        Err(Refusal::Unsealed)
+    );
+    // neither does a tag's seal serve a digest, nor the other way round
+    assert_eq!(
+        BrokeredName::decode(&by_a, &tag("v1"), &at_now),
+        Err(Refusal::Unsealed)
+    );
+    assert_eq!(
+        BrokeredName::decode(&v1, &digest("a"), &at_now),
+        Err(Refusal::Unsealed)
+    );
+}
+
+#[test]
+fn a_seal_is_good_for_the_broker_host_it_names() {
+    let lookup = name("team-a", secrets(&["regcred"]), "r.example", "app");
+    let keys = [key()];
+    let encoded = lookup.encode(&key(), HOST, &tag("v1"), EXPIRES).unwrap();
+    let at = |hosts: &[&str]| {
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        BrokeredName::decode(&encoded, &tag("v1"), &broker(&keys, &hosts, NOW))
+    };
+    // another broker holding the same key, or this one under other names only
+    assert_eq!(at(&["other-broker.kw.svc:8443"]), Err(Refusal::Unsealed));
+    assert_eq!(
+        at(&["broker.kw.svc:8444", "broker.kw.svc"]),
+        Err(Refusal::Unsealed)
+    );
+    assert_eq!(at(&[]), Err(Refusal::Unsealed));
+    // any of the broker's names, spelled as hosts are compared
+    assert_eq!(at(&["broker", HOST]), Ok(lookup.clone()));
+    assert_eq!(at(&["BROKER.kw.svc.:8443"]), Ok(lookup.clone()));
+    let default_port = lookup
+        .encode(&key(), "broker.kw.svc", &tag("v1"), EXPIRES)
+        .unwrap();
+    let hosts = vec!["broker.kw.svc:443".to_owned()];
+    assert_eq!(
+        BrokeredName::decode(&default_port, &tag("v1"), &broker(&keys, &hosts, NOW)),
+        Ok(lookup)
+    );
+}
+
+#[test]
+fn a_seal_is_good_until_its_expiry_and_never_long_ahead() {
+    let lookup = name("team-a", secrets(&["regcred"]), "r.example", "app");
+    let keys = [key()];
+    let hosts = hosts();
+    let encoded = lookup.encode(&key(), HOST, &tag("v1"), EXPIRES).unwrap();
+    let at = |now: u64| BrokeredName::decode(&encoded, &tag("v1"), &broker(&keys, &hosts, now));
+    assert_eq!(at(EXPIRES - 1), Ok(lookup.clone()));
+    assert_eq!(at(EXPIRES), Err(Refusal::Expired));
+    assert_eq!(at(EXPIRES + 1), Err(Refusal::Expired));
+    // a broker whose clock is behind: accepted up to the maximum ahead, not one second more
+    assert_eq!(at(EXPIRES - EXPIRES_AHEAD_MAX_SECONDS), Ok(lookup.clone()));
+    assert_eq!(
+        at(EXPIRES - EXPIRES_AHEAD_MAX_SECONDS - 1),
+        Err(Refusal::ExpiresTooLate)
+    );
+    // a key holder who writes a lifetime of its own choosing
+    let long = lookup
+        .encode(
+            &key(),
+            HOST,
+            &tag("v1"),
+            NOW + EXPIRES_AHEAD_MAX_SECONDS + 1,
+        )
+        .unwrap();
+    assert_eq!(
+        BrokeredName::decode(&long, &tag("v1"), &broker(&keys, &hosts, NOW)),
+        Err(Refusal::ExpiresTooLate)
+    );
+    // the expiry is sealed: moved forward under the old seal, it is unsealed
+    let moved = encoded.replace(&EXPIRES.to_string(), &(EXPIRES + 300).to_string());
+    assert_eq!(
+        BrokeredName::decode(&moved, &tag("v1"), &broker(&keys, &hosts, NOW)),
+        Err(Refusal::Unsealed)
+    );
+}
+
+#[test]
+fn the_policys_expiry_keeps_references_stable_within_a_window() {
+    // on a boundary: one window ahead; just after: the end of the next window
+    assert_eq!(expiry(NOW), NOW + 300);
+    assert_eq!(expiry(NOW + 1), NOW + 600);
+    assert_eq!(expiry(NOW + 299), NOW + 600);
+    assert_eq!(expiry(NOW + 300), NOW + 600);
+    assert_eq!(expiry(NOW + 301), NOW + 900);
+    for now in NOW..NOW + 2 * EXPIRY_WINDOW_SECONDS {
+        let expires = expiry(now);
+        // lives at least a window, and the broker at `now` accepts it with any allowed skew
+        assert!(expires >= now + EXPIRY_WINDOW_SECONDS, "{now}");
+        assert!(
+            expires - now + CLOCK_SKEW_MAX_SECONDS <= EXPIRES_AHEAD_MAX_SECONDS,
+            "{now}"
+        );
+        assert_eq!(expires % EXPIRY_WINDOW_SECONDS, 0);
+    }
+    assert_eq!(expiry(u64::MAX), u64::MAX);
+}
+
+#[test]
+fn the_retired_r2_encoding_is_refused() {
+    // a name of the previous encoding, sealed as it was (no host, tag nor expiry)
+    let body = "team-a/s.regcred/d.r.example/app";
+    let seal = key().seal(&format!("r2/{body}"));
+    assert_eq!(
+        decode(&format!("r2/{seal}/{body}")),
+        Err(Refusal::NotEncoded)
+    );
 }
 
 #[test]
@@ -252,7 +417,7 @@ fn the_namespace_is_the_second_component_whatever_the_repository_says() {
         "r.example",
         "r1/kube-system/s.admin/d.r.example/x",
     );
-    let decoded = BrokeredName::decode(&hostile.encode(&key()).unwrap(), &[key()]).unwrap();
+    let decoded = decode(&encode(&hostile).unwrap()).unwrap();
     assert_eq!(decoded.namespace, "attacker");
     assert_eq!(decoded.credentials, secrets(&[]));
     assert_eq!(decoded.repository, "r1/kube-system/s.admin/d.r.example/x");
@@ -426,13 +591,10 @@ fn property_every_encoding_decodes_to_itself_and_is_valid() {
     let mut seen = std::collections::HashMap::new();
     for _ in 0..20_000 {
         let lookup = random_name(&mut rng);
-        if let Ok(encoded) = lookup.encode(&key()) {
+        if let Ok(encoded) = encode(&lookup) {
             encoded_count += 1;
             assert!(is_repository(&encoded), "{encoded}");
-            assert_eq!(
-                BrokeredName::decode(&encoded, &[key()]).as_ref(),
-                Ok(&lookup)
-            );
+            assert_eq!(decode(&encoded).as_ref(), Ok(&lookup));
             // injective: one encoding, one lookup
             if let Some(previous) = seen.insert(encoded.clone(), lookup.clone()) {
                 assert_eq!(previous, lookup, "{encoded} encodes two lookups");
@@ -448,33 +610,29 @@ fn property_every_encoding_decodes_to_itself_and_is_valid() {
 #[test]
 fn property_decoding_random_and_mutated_names_never_panics_and_is_canonical() {
     let mut rng = Rng(42);
-    let valid = name(
+    let valid = encode(&name(
         "team-a",
         secrets(&["regcred", "b"]),
         "localhost:5000",
         "app/web",
-    )
-    .encode(&key())
+    ))
     .unwrap();
-    let body = valid[VERSION.len() + 1 + SEAL_LENGTH + 1..].to_owned();
+    let head = VERSION.len() + 1 + SEAL_LENGTH + 1 + EXPIRES.to_string().len() + 1;
+    let body = valid[head..].to_owned();
     for _ in 0..50_000 {
         let mut bytes = body.clone().into_bytes();
         let at = rng.below(bytes.len());
         bytes[at] = ALPHABET[rng.below(ALPHABET.len())];
         let mutated = String::from_utf8(bytes).unwrap();
         // the old seal on a changed body: refused, whatever the body says
-        let resealed = format!("{}{mutated}", &valid[..VERSION.len() + 1 + SEAL_LENGTH + 1]);
+        let resealed = format!("{}{mutated}", &valid[..head]);
         if mutated != body {
-            assert_eq!(
-                BrokeredName::decode(&resealed, &[key()]),
-                Err(Refusal::Unsealed),
-                "{resealed}"
-            );
+            assert_eq!(decode(&resealed), Err(Refusal::Unsealed), "{resealed}");
         }
         // sealed anew (as only a key holder can): decoded only when canonical
         for candidate in [sealed(&mutated), sealed(&rng.string(ALPHABET, 30))] {
-            if let Ok(decoded) = BrokeredName::decode(&candidate, &[key()]) {
-                assert_eq!(decoded.encode(&key()).as_deref(), Ok(candidate.as_str()));
+            if let Ok(decoded) = decode(&candidate) {
+                assert_eq!(encode(&decoded).as_deref(), Ok(candidate.as_str()));
             }
         }
     }
@@ -484,39 +642,36 @@ fn property_decoding_random_and_mutated_names_never_panics_and_is_canonical() {
 fn only_a_holder_of_the_key_writes_a_name_the_broker_answers() {
     let lookup = name("team-a", secrets(&["regcred"]), "r.example", "app");
     let other = SealingKey::new(vec![7u8; 32]).unwrap();
-    let encoded = lookup.encode(&key()).unwrap();
+    let hosts = hosts();
+    let with = |keys: &[SealingKey], name: &str| {
+        BrokeredName::decode(name, &tag("t1"), &broker(keys, &hosts, NOW))
+    };
+    let encoded = encode(&lookup).unwrap();
     assert_eq!(
-        BrokeredName::decode(&encoded, std::slice::from_ref(&other)),
+        with(std::slice::from_ref(&other), &encoded),
         Err(Refusal::Unsealed)
     );
     // a broker holding both keys (a key being rotated) accepts either
-    assert_eq!(
-        BrokeredName::decode(&encoded, &[other.clone(), key()]),
-        Ok(lookup.clone())
-    );
-    assert_eq!(BrokeredName::decode(&encoded, &[]), Err(Refusal::Unsealed));
+    assert_eq!(with(&[other.clone(), key()], &encoded), Ok(lookup.clone()));
+    let by_other = lookup.encode(&other, HOST, &tag("t1"), EXPIRES).unwrap();
+    assert_eq!(with(&[other.clone(), key()], &by_other), Ok(lookup.clone()));
+    // once the old key is gone, its names are refused
+    assert_eq!(with(&[key()], &by_other), Err(Refusal::Unsealed));
+    assert_eq!(with(&[], &encoded), Err(Refusal::Unsealed));
     // another namespace under the same seal, or no seal at all
     let swapped = encoded.replace("team-a", "team-b");
-    assert_eq!(
-        BrokeredName::decode(&swapped, &[key()]),
-        Err(Refusal::Unsealed)
-    );
+    assert_eq!(decode(&swapped), Err(Refusal::Unsealed));
     let zeros = format!(
-        "{VERSION}/{}/team-a/s.regcred/d.r.example/app",
+        "{VERSION}/{}/{EXPIRES}/team-a/s.regcred/d.r.example/app",
         "0".repeat(32)
     );
-    assert_eq!(
-        BrokeredName::decode(&zeros, &[key()]),
-        Err(Refusal::Unsealed)
-    );
+    assert_eq!(decode(&zeros), Err(Refusal::Unsealed));
     for unsealed in [
         "r1/team-a/s.regcred/d.r.example/app",
-        "r2/team-a/s.regcred/d.r.example/app",
+        "r3/team-a/s.regcred/d.r.example/app",
+        "r3/1767225900/team-a/s.regcred/d.r.example/app",
     ] {
-        assert_eq!(
-            BrokeredName::decode(unsealed, &[key()]),
-            Err(Refusal::NotEncoded)
-        );
+        assert_eq!(decode(unsealed), Err(Refusal::NotEncoded), "{unsealed}");
     }
     // keys too short to be one, and a key that never prints
     assert_eq!(
@@ -527,29 +682,32 @@ fn only_a_holder_of_the_key_writes_a_name_the_broker_answers() {
 }
 
 #[test]
-fn the_seal_is_hmac_sha256_of_the_name_truncated_to_128_bits() {
+fn the_seal_is_hmac_sha256_of_the_reference_truncated_to_128_bits() {
     // RFC 4231 test case 2 (key "Jefe" is too short for a sealing key, so check the MAC
-    // construction directly), then the seal: the left 16 bytes of the HMAC of "r2/<body>"
+    // construction directly), then the seal: the left 16 bytes of the HMAC of the reference
+    // with the seal left out
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(b"Jefe").unwrap();
     mac.update(b"what do ya want for nothing?");
-    let tag: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
     assert_eq!(
-        tag,
+        hex(&mac.finalize().into_bytes()),
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     );
-    let body = "team-a/n/d.r/app";
+    let lookup = name("team-a", secrets(&[]), "r", "app");
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let encoded = lookup
+        .encode(
+            &key(),
+            HOST,
+            &ManifestReference::Digest(digest.clone()),
+            EXPIRES,
+        )
+        .unwrap();
     let mut full = <Hmac<Sha256> as Mac>::new_from_slice(&key().0).unwrap();
-    full.update(format!("r2/{body}").as_bytes());
-    let full: String = full
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(key().seal(body), full[..SEAL_LENGTH]);
+    full.update(format!("{HOST}/r3/{EXPIRES}/team-a/n/d.r/app@{digest}").as_bytes());
+    let full = hex(&full.finalize().into_bytes());
+    assert_eq!(
+        encoded,
+        format!("r3/{}/{EXPIRES}/team-a/n/d.r/app", &full[..SEAL_LENGTH])
+    );
 }
