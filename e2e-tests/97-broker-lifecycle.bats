@@ -31,13 +31,17 @@ setup_file() {
   LC_API_PORT=$(cat "$(e2e_workdir)/registries/apiserver/port")
   LC_SOURCES=$(write_sources_yaml broker-lifecycle --insecure "$LC_SLOW")
   # the lookup of private/app:v1 with team-a's pull secret, sealed as the policy seals it
-  LC_PATH="/v2/$(broker_seal "team-a/s.regcred/d.${LC_SLOW/:/_}/private/app")/manifests/v1"
-  export LC_SLOW LC_API_PORT LC_SOURCES LC_PATH LC_KUBECONFIG
+  # (sealed for each test's broker host by lc_path)
+  LC_BODY="team-a/s.regcred/d.${LC_SLOW/:/_}/private/app"
+  export LC_SLOW LC_API_PORT LC_SOURCES LC_BODY LC_KUBECONFIG
 }
 
 teardown_file() { load lib/common; registry_stop_all; }
 
 setup() { load lib/common; load lib/broker; require_broker; }
+
+# lc_path: the manifest path of the lookup, sealed for the broker of this test.
+lc_path() { printf '/v2/%s/manifests/v1\n' "$(broker_seal "$LC_BODY" v1)"; }
 
 # lc_broker NAME [ARGS...]: a broker of its own for this test (the tests stop theirs), whose
 # lookups outlast the slow registry's two delayed requests; sets LC_PID.
@@ -52,7 +56,7 @@ lc_broker() {
 # lookup: the HTTP status of the brokered lookup (000: no answer, e.g. refused).
 lookup() {
   curl -s -o /dev/null -w '%{http_code}' --max-time 10 -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
-    -H 'Accept: application/vnd.oci.image.manifest.v1+json' -I "http://$BROKER_ADDR$LC_PATH" || true
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' -I "http://$BROKER_ADDR$(lc_path)" || true
 }
 
 # lookup_in_flight FILE: starts the lookup in the background, its status to FILE, and waits

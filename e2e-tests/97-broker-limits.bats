@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The lookup broker (broker/) against registries a Pod author chose, asked directly as the
-# policy server asks it (sealed r2 names, the caller credential): a registry that floods it
+# policy server asks it (sealed r3 names, the caller credential): a registry that floods it
 # (a 1 GiB manifest, a 1 GiB error body, a 1 GiB 401 body, a 1 GiB token answer, an endless
 # header, a slow drip) keeps its memory bounded and gets its answer within the lookup time;
 # one namespace's wrong credentials do not switch a registry off for another namespace; token
@@ -95,7 +95,7 @@ lookup() {
   curl -s "${head[@]}" -o "$BATS_TEST_TMPDIR/body" -w '%{http_code} %{time_total}\n' --max-time 20 \
     -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
     -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    "http://$BROKER_ADDR/v2/$(broker_seal "$body")/manifests/$6"
+    "http://$BROKER_ADDR/v2/$(broker_seal "$body" "$6")/manifests/$6"
 }
 
 broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }

@@ -59,8 +59,9 @@ setup_file() {
   # a module that is not this policy, on the same policy server, looking up what it is told:
   # team-a's brokered names as anyone can write them (unsealed, a forged seal, another key's)
   local body="team-a/s.regcred/d.${REG_AUTH/:/_}/private/app"
-  BROKER_FOREIGN_REFS=$(jq -cn --arg b "$BROKER_ADDR" --arg r1 "r1/$body" --arg zero "r2/$(printf '0%.0s' {1..32})/$body" \
-    --arg other "$(broker_seal "$body" "another-key-of-at-least-32-bytes-xyz")" \
+  local later=$(($(date +%s) + 300))
+  BROKER_FOREIGN_REFS=$(jq -cn --arg b "$BROKER_ADDR" --arg r1 "r1/$body" --arg zero "r3/$(printf '0%.0s' {1..32})/$later/$body" \
+    --arg other "$(broker_seal "$body" v1 "another-key-of-at-least-32-bytes-xyz")" \
     '[$r1, $zero, $other] | map("\($b)/\(.):v1")')
   export BROKER_FOREIGN_REFS
   if [[ -n "${PROBE_GUEST:-}" && -f "$PROBE_GUEST" ]]; then
@@ -106,7 +107,7 @@ pod() {
 
 # no_broker_in_messages: the answer names no broker address nor encoded name.
 no_broker_in_messages() {
-  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r2/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
 }
 
 @test "broker: a private image covered by the namespace's pull secret is found" {
@@ -251,7 +252,7 @@ no_broker_in_messages() {
 @test "broker: hostile references that mimic the encoding never use another namespace's secrets" {
   local hostile image
   local enc_registry="d.${REG_AUTH/:/_}"
-  local forged="r2/$(printf '0%.0s' {1..32})"
+  local forged="r3/$(printf '0%.0s' {1..32})/$(($(date +%s) + 300))"
   hostile=(
     "$BROKER_ADDR/$forged/kube-system/s.admin/$enc_registry/private/app:v1"
     "$BROKER_ADDR/$forged/kube-system/a.default/$enc_registry/private/app:v1"
@@ -299,6 +300,45 @@ no_broker_in_messages() {
   jq -se 'all(.[]; (.outcome == "unsealed" or .outcome == "invalid") and .namespace == "" and ((.attempts // "[]") | fromjson | length) == 0)' <<<"$after" >/dev/null ||
     _fail_with "the broker made a lookup for the foreign module: $after"
   jq -se 'any(.[]; .outcome == "unsealed")' <<<"$after" >/dev/null || _fail_with "no forged seal was refused as unsealed: $after"
+}
+
+# sealed_lookup NAME TAG: the broker's status for /v2/NAME/manifests/TAG, asked with the caller
+# credential as the policy server asks.
+sealed_lookup() {
+  curl -s -o /dev/null -w '%{http_code}' --max-time 10 -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' -I "http://$BROKER_ADDR/v2/$1/manifests/$2"
+}
+
+@test "broker: a seal for another tag, an expired seal, or one for another broker host is refused unread" {
+  local body="team-a/s.seal-probe__regcred/d.${REG_AUTH/:/_}/private/app" now apilog before
+  apilog="$(e2e_workdir)/registries/apiserver/apiserver.log"
+  now=$(date +%s)
+  before=$(wc -l <"$BROKER_LOG")
+  # the recipe of docs/design/broker-encoding.md, as the policy seals: answered
+  run -0 sealed_lookup "$(broker_seal "$body" v1)" v1
+  [[ "$output" == 200 ]] || _fail_with "a seal by the doc's recipe was refused: $output"
+  grep -q "secrets/seal-probe" "$apilog" || _fail_with "the answered lookup read no Secret: $(cat "$apilog")"
+  # each refused one names a secret of its own: none of them may be read
+  local -a refused=(
+    "$(broker_seal "${body/seal-probe/seal-tag}" v1)|v2|unsealed"
+    "$(broker_seal "${body/seal-probe/seal-expired}" v1 "" $((now - 1)))|v1|expired"
+    "$(broker_seal "${body/seal-probe/seal-ahead}" v1 "" $((now + 3600)))|v1|expired"
+    "$(broker_seal "${body/seal-probe/seal-host}" v1 "" "" "other-broker.kubewarden.svc:8443")|v1|unsealed"
+  )
+  local case name tag outcome
+  for case in "${refused[@]}"; do
+    IFS='|' read -r name tag outcome <<<"$case"
+    run -0 sealed_lookup "$name" "$tag"
+    [[ "$output" == 401 ]] || _fail_with "$outcome case answered $output: $name:$tag"
+    tail -n +"$((before + 1))" "$BROKER_LOG" | jq -se --arg o "$outcome" \
+      'any(.[]; .msg == "lookup" and .outcome == $o and .namespace == "" and .status == 401)' >/dev/null ||
+      _fail_with "no $outcome lookup logged: $(tail -n 5 "$BROKER_LOG")"
+  done
+  ! grep -E "secrets/seal-(tag|expired|ahead|host)" "$apilog" || _fail_with "a refused seal read a Secret"
+  # registries asked: only by the answered lookup
+  tail -n +"$((before + 1))" "$BROKER_LOG" |
+    jq -se '[.[] | select(.msg == "lookup" and ((.attempts // "[]") | fromjson | length) > 0)] | length == 1' >/dev/null ||
+    _fail_with "a refused seal reached a registry: $(tail -n 6 "$BROKER_LOG")"
 }
 
 @test "broker: metrics and readiness" {

@@ -31,12 +31,18 @@ broker_key_secret_yaml() {
     "  namespace: kubewarden" "type: Opaque" "data:" "  key: $(printf '%s' "$BROKER_KEY" | base64 -w0)"
 }
 
-# broker_seal BODY [KEY]: the r2 name of BODY (`<namespace>/<credentials>/<registry>/<repo>`)
-# sealed with KEY (default $BROKER_KEY), as docs/design/broker-encoding.md defines the seal.
+# broker_seal BODY ASKED [KEY [EXPIRES [HOST]]]: the r3 name of BODY (`<namespace>/<credentials>/
+# <registry>/<repo>`) for ASKED, the tag or digest of the manifest URL, sealed with KEY (default
+# $BROKER_KEY) for the broker host HOST (default $BROKER_ADDR) until EXPIRES (Unix seconds;
+# default: as the policy writes it, the next 5-minute boundary plus 5 minutes), the openssl
+# recipe of docs/design/broker-encoding.md.
 broker_seal() {
-  local seal
-  seal=$(printf 'r2/%s' "$1" | openssl dgst -sha256 -hmac "${2:-$BROKER_KEY}" | sed 's/^.*= //' | cut -c1-32)
-  printf 'r2/%s/%s\n' "$seal" "$1"
+  local body=$1 asked=$2 key=${3:-$BROKER_KEY} expires=${4:-} host=${5:-$BROKER_ADDR} sep=: seal
+  [[ -n "$expires" ]] || expires=$((($(date +%s) + 299) / 300 * 300 + 300))
+  [[ "$asked" != *:* ]] || sep=@
+  seal=$(printf '%s/r3/%s/%s%s%s' "$host" "$expires" "$body" "$sep" "$asked" |
+    openssl dgst -sha256 -hmac "$key" | sed 's/^.*= //' | cut -c1-32)
+  printf 'r3/%s/%s/%s\n' "$seal" "$expires" "$body"
 }
 
 # require_broker: skips a test of the broker alone without its binary, and on the kwctl pass
