@@ -6,7 +6,8 @@
 # grace period after it (--drain-grace-ms) /readyz answers 503 while new lookups are still
 # answered; that once it drains /readyz answers 503 and the API port takes no new
 # connection; that both ports drop a client that never finishes its headers; and that
-# --max-connections holds connections past the cap until one closes. The registry is the
+# --max-connections holds connections past the cap until one closes; and that a sealing key
+# rotated in the mounted directory is taken without a restart, both keys accepted meanwhile. The registry is the
 # htpasswd one behind a fault proxy adding 1 s to every request (lib/fault_proxy.py --mode
 # delay), so a lookup is in flight for about 2 s. Needs the broker binary (`make broker`;
 # skipped, saying so, without it), docker-registry, skopeo, python3. Runs once, on the test
@@ -227,4 +228,30 @@ except OSError:
     --attempt-timeout-ms 4000 --lookup-timeout-ms 4500
   [[ "$(lookup)" == 200 ]] || _fail_with "no lookup with the kubeconfig's API server: $(tail -n 3 "$BROKER_LOG")"
   registry_stop lc-kubeconfig
+}
+
+@test "broker lifecycle: a key rotation without a restart: both keys meanwhile, the old one refused once removed" {
+  local next="e2e-Broker-Next-Sealing-Key-5h8d-0123456789abcdef" keys
+  # docs/broker.md, "Rotating the key": the new key beside the old one (added before the start,
+  # which saves a reload period: keys.rs's tests show a key added later is read)...
+  keys="$(e2e_workdir)/registries/lc-rotate/keys"
+  mkdir -p "$keys"
+  printf '%s\n' "$next" >"$keys/next"
+  lc_broker lc-rotate
+  # the status of a name sealed with key $1 for a lookup the broker refuses once the seal
+  # holds (its own host: 400, and no registry asked), so that only the seal decides 401
+  sealed_with() {
+    curl -s -o /dev/null -w '%{http_code}' --max-time 5 -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
+      "http://$BROKER_ADDR/v2/$(broker_seal "team-a/n/d.${BROKER_ADDR/:/_}/app" v1 "$1")/manifests/v1" || true
+  }
+  accepted() { [[ "$(sealed_with "$1")" == 400 ]]; }
+  refused() { [[ "$(sealed_with "$1")" == 401 ]]; }
+  accepted "$BROKER_KEY" || _fail_with "the old key's name: $(sealed_with "$BROKER_KEY")"
+  accepted "$next" || _fail_with "the new key's name: $(sealed_with "$next")"
+  refused "another-key-of-at-least-32-bytes-xyz" || _fail_with "a key the broker never held is accepted"
+  # ...then the old one removed: its names refused within a reload period (10 s)
+  rm "$keys/key"
+  wait_until 15 refused "$BROKER_KEY" || _fail_with "the removed key is still accepted"
+  accepted "$next" || _fail_with "the new key is refused once alone"
+  registry_stop lc-rotate
 }
