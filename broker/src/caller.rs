@@ -5,22 +5,33 @@
 //! The credential can be rotated without a restart and without a lookup refused: the mounted
 //! Secret is read again every [`RELOAD_AFTER`], and besides `password` every `*-password` key
 //! (`next-password` during a switch) is accepted too (docs/broker.md, "Rotating the caller
-//! credential").
+//! credential"). A reading that fails keeps what was held, and is loud (a warning naming the
+//! file, `broker_reload_failures_total{what="callers"}`, `/readyz` false after the grace), as
+//! for the keys (crate::keys). A password shorter than [`MIN_PASSWORD_BYTES`] is refused, at
+//! start-up and at a reload.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::StartupError;
 use crate::keys::RELOAD_AFTER;
+use crate::metrics::{Metrics, Reloaded};
+
+/// The shortest caller password accepted: 16 bytes, 128 bits when random (the install
+/// instructions make 32 random bytes); the credential is all that stands between the
+/// network and the broker's lookups.
+pub const MIN_PASSWORD_BYTES: usize = 16;
 
 /// The accepted caller credentials, kept only as digests.
 pub struct Caller {
     dir: Option<PathBuf>,
     held: Mutex<(Instant, Arc<Vec<[u8; 32]>>)>,
+    every: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Caller {
@@ -33,6 +44,8 @@ impl Caller {
                 Instant::now(),
                 Arc::new(vec![digest(format!("{username}:{password}").as_bytes())]),
             )),
+            every: RELOAD_AFTER,
+            metrics: Arc::default(),
         }
     }
 
@@ -44,19 +57,41 @@ impl Caller {
         Ok(Caller {
             dir: Some(dir.to_owned()),
             held: Mutex::new((Instant::now(), Arc::new(accepted))),
+            every: RELOAD_AFTER,
+            metrics: Arc::default(),
         })
     }
 
-    /// The accepted digests, read again first when older than [`RELOAD_AFTER`]; a reading
+    /// This caller, read again every `every`, its failed readings counted in `metrics`.
+    pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
+        self.every = every;
+        self.metrics = metrics;
+        self
+    }
+
+    /// Reads the directory again if the reload period has passed (the broker's periodic
+    /// reload, so that a failure is seen without a lookup).
+    pub fn refresh(&self) {
+        let _ = self.accepted();
+    }
+
+    /// The accepted digests, read again first when older than the reload period; a reading
     /// that fails (a mount caught mid-update) keeps the credentials already held.
     fn accepted(&self) -> Arc<Vec<[u8; 32]>> {
         let Ok(mut held) = self.held.lock() else {
             return Arc::new(Vec::new());
         };
         if let Some(dir) = &self.dir {
-            if held.0.elapsed() >= RELOAD_AFTER {
-                if let Ok(accepted) = read_dir(dir) {
-                    held.1 = Arc::new(accepted);
+            if held.0.elapsed() >= self.every {
+                match read_dir(dir) {
+                    Ok(accepted) => {
+                        held.1 = Arc::new(accepted);
+                        self.metrics.reload_succeeded(Reloaded::Callers);
+                    }
+                    Err(error) => {
+                        tracing::warn!(msg = "reloadFailed", what = Reloaded::Callers.word(), error = %error, "keeping the caller credentials held");
+                        self.metrics.reload_failed(Reloaded::Callers);
+                    }
                 }
                 held.0 = Instant::now();
             }
@@ -94,7 +129,7 @@ fn read_dir(dir: &Path) -> Result<Vec<[u8; 32]>, StartupError> {
             .map_err(|source| StartupError::Read { path, source })
     };
     let (username, password) = (read("username")?, read("password")?);
-    let mut passwords = vec![password];
+    let mut passwords = vec![("password".to_owned(), password)];
     let entries = std::fs::read_dir(dir).map_err(|source| StartupError::Read {
         path: dir.to_owned(),
         source,
@@ -106,16 +141,23 @@ fn read_dir(dir: &Path) -> Result<Vec<[u8; 32]>, StartupError> {
         .collect();
     others.sort();
     for name in others {
-        passwords.push(read(&name)?);
+        let password = read(&name)?;
+        passwords.push((name, password));
     }
-    if username.is_empty() || passwords.iter().any(String::is_empty) {
+    if username.is_empty() || passwords.iter().any(|(_, p)| p.is_empty()) {
         return Err(StartupError::EmptyCaller {
             dir: dir.to_owned(),
         });
     }
+    if let Some((name, _)) = passwords.iter().find(|(_, p)| p.len() < MIN_PASSWORD_BYTES) {
+        return Err(StartupError::ShortPassword {
+            path: dir.join(name),
+            min: MIN_PASSWORD_BYTES,
+        });
+    }
     Ok(passwords
         .iter()
-        .map(|password| digest(format!("{username}:{password}").as_bytes()))
+        .map(|(_, password)| digest(format!("{username}:{password}").as_bytes()))
         .collect())
 }
 
@@ -132,6 +174,7 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logs::capture;
 
     fn basic(s: &str) -> Vec<u8> {
         format!(
@@ -166,10 +209,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("broker-caller-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(dir.join("username"), "u\n").expect("write");
-        std::fs::write(dir.join("password"), "p").expect("write");
+        std::fs::write(dir.join("password"), "p".repeat(16)).expect("write");
         assert!(Caller::from_dir(&dir)
             .expect("caller")
-            .admits(Some(&basic("u:p"))));
+            .admits(Some(&basic(&format!("u:{}", "p".repeat(16))))));
+        std::fs::write(dir.join("password"), "p".repeat(15)).expect("write");
+        let error = Caller::from_dir(&dir).err().expect("short").to_string();
+        assert!(
+            error.contains("password") && error.contains("at least 16 bytes"),
+            "{error}"
+        );
+        assert!(!error.contains("ppp"), "{error}");
         std::fs::write(dir.join("password"), "").expect("write");
         let error = Caller::from_dir(&dir).err().expect("refused").to_string();
         assert!(error.ends_with(": empty username or password"), "{error}");
@@ -180,26 +230,56 @@ mod tests {
     #[test]
     fn a_rotation_accepts_both_passwords_then_only_the_new_one() {
         let dir = tempfile::tempdir().expect("dir");
+        const OLD: &str = "old-password-0123456";
+        const NEW: &str = "new-password-0123456";
         std::fs::write(dir.path().join("username"), "u").expect("write");
-        std::fs::write(dir.path().join("password"), "old").expect("write");
-        std::fs::write(dir.path().join("next-password"), "new\n").expect("write");
-        let caller = Caller::from_dir(dir.path()).expect("caller");
-        assert!(caller.admits(Some(&basic("u:old"))));
-        assert!(caller.admits(Some(&basic("u:new"))));
+        std::fs::write(dir.path().join("password"), OLD).expect("write");
+        std::fs::write(dir.path().join("next-password"), format!("{NEW}\n")).expect("write");
+        let metrics = Arc::new(Metrics::default());
+        metrics.set_ready();
+        let caller = Caller::from_dir(dir.path())
+            .expect("caller")
+            .reloading(RELOAD_AFTER, metrics.clone());
+        assert!(caller.admits(Some(&basic(&format!("u:{OLD}")))));
+        assert!(caller.admits(Some(&basic(&format!("u:{NEW}")))));
         assert!(!caller.admits(Some(&basic("u:next"))));
         // the switch done: `password` is the new one, `next-password` gone
-        std::fs::write(dir.path().join("password"), "new").expect("write");
+        std::fs::write(dir.path().join("password"), NEW).expect("write");
         std::fs::remove_file(dir.path().join("next-password")).expect("remove");
         if let Ok(mut held) = caller.held.lock() {
             held.0 -= RELOAD_AFTER;
         }
-        assert!(caller.admits(Some(&basic("u:new"))));
-        assert!(!caller.admits(Some(&basic("u:old"))));
-        // a mount caught mid-update keeps what was held
+        assert!(caller.admits(Some(&basic(&format!("u:{NEW}")))));
+        assert!(!caller.admits(Some(&basic(&format!("u:{OLD}")))));
+        // a mount caught mid-update keeps what was held, and says so
         std::fs::remove_file(dir.path().join("password")).expect("remove");
         if let Ok(mut held) = caller.held.lock() {
             held.0 -= RELOAD_AFTER;
         }
-        assert!(caller.admits(Some(&basic("u:new"))));
+        let lines = capture::lines(|| assert!(caller.admits(Some(&basic(&format!("u:{NEW}"))))));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["what"], "callers");
+        assert!(
+            lines[0]["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("password"),
+            "{}",
+            lines[0]
+        );
+        assert!(!lines[0].to_string().contains(NEW), "{}", lines[0]);
+        assert!(metrics
+            .render()
+            .contains("broker_reload_failures_total{what=\"callers\"} 1\n"));
+        // a password too short, written in a reload, is refused the same way
+        std::fs::write(dir.path().join("password"), "short").expect("write");
+        if let Ok(mut held) = caller.held.lock() {
+            held.0 -= RELOAD_AFTER;
+        }
+        assert!(caller.admits(Some(&basic(&format!("u:{NEW}")))));
+        assert!(!caller.admits(Some(&basic("u:short"))));
+        assert!(metrics
+            .render()
+            .contains("broker_reload_failures_total{what=\"callers\"} 2\n"));
     }
 }

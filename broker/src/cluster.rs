@@ -1,4 +1,4 @@
-//! The pull secrets of a lookup, read from the API server: the named Secrets of the lookup's
+//! The pull secrets of a lookup, and whether its namespace opted in, read from the API server: the named Secrets of the lookup's
 //! namespace, or those its ServiceAccount lists, turned into the kubelet's keyring by the
 //! policy's own rules (the `kubelet-credentials` crate). Objects are cached for a few
 //! seconds (a burst of lookups for one pod reads each once), in a cache bounded by bytes.
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use broker_reference::Credentials;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use kube::api::Api;
 use kubelet_credentials::{parse_pull_secret, service_account_secret_names, Keyring};
 use rustls::pki_types::pem::PemObject;
@@ -264,6 +264,16 @@ impl Cluster {
         })
     }
 
+    /// The Namespace `name` as JSON (`None` when it does not exist), from the cache while it
+    /// is fresh: what the broker reads to decide whether it serves a namespace at all.
+    pub async fn namespace(&self, name: &str) -> Result<Option<Arc<Value>>, ClusterError> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        match self.fetch(api, "", name).await? {
+            Fetched::Object(object) => Ok(Some(object)),
+            Fetched::Missing => Ok(None),
+        }
+    }
+
     /// The object `namespace/name` of kind `K` as JSON (what `kubelet-credentials` reads), from
     /// the cache while it is fresh.
     async fn get<K>(&self, namespace: &str, name: &str) -> Result<Fetched, ClusterError>
@@ -275,13 +285,35 @@ impl Cluster {
             + serde::Serialize,
         K::DynamicType: Default,
     {
+        let api = Api::<K>::namespaced(self.client.clone(), namespace);
+        self.fetch(api, namespace, name).await
+    }
+
+    /// `name` through `api` (of `namespace`, empty for a cluster-scoped kind) as JSON, cached.
+    async fn fetch<K>(
+        &self,
+        api: Api<K>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Fetched, ClusterError>
+    where
+        K: kube::Resource
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + serde::Serialize,
+        K::DynamicType: Default,
+    {
         let kind = K::kind(&K::DynamicType::default()).into_owned();
         let key = format!("{kind}/{namespace}/{name}");
         if let Some(fetched) = self.cache.lock().ok().and_then(|c| c.get(&key, self.ttl)) {
             return Ok(fetched);
         }
-        let object = || format!("{kind} {namespace}/{name}");
-        let read = Api::<K>::namespaced(self.client.clone(), namespace)
+        let object = || match namespace {
+            "" => format!("{kind} {name}"),
+            _ => format!("{kind} {namespace}/{name}"),
+        };
+        let read = api
             .get_opt(name)
             .await
             .map_err(|source| ClusterError::Api {

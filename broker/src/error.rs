@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::cluster::ClusterError;
-use crate::destinations::InvalidNetwork;
+use crate::destinations::{InvalidNetwork, InvalidRegistryName};
 
 /// A configuration the broker cannot serve with.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,14 @@ pub enum StartupError {
         /// The directory.
         dir: PathBuf,
     },
+    /// A caller password shorter than the minimum.
+    #[error("{}: a caller password must be at least {min} bytes", path.display())]
+    ShortPassword {
+        /// The file.
+        path: PathBuf,
+        /// The minimum.
+        min: usize,
+    },
     /// A file of `--key-dir` is not a sealing key.
     #[error("{}: {refusal}", path.display())]
     Key {
@@ -43,6 +51,9 @@ pub enum StartupError {
     /// A `--deny-destination` or `--allow-destination` that is not a network.
     #[error(transparent)]
     Network(#[from] InvalidNetwork),
+    /// An `--allow-registry` that is not `host[:port]`.
+    #[error(transparent)]
+    RegistryName(#[from] InvalidRegistryName),
     /// The API server's configuration.
     #[error(transparent)]
     Cluster(#[from] ClusterError),

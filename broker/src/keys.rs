@@ -2,7 +2,10 @@
 //! mounted Secret, so that a key can be rotated (the new one added, the policy switched to it,
 //! the old one removed) without a restart. The kubelet updates a mounted Secret in place, so the
 //! directory is read again when a lookup arrives and the last reading is older than
-//! [`RELOAD_AFTER`]; a reading that fails keeps the keys already held.
+//! the reload period ([`RELOAD_AFTER`] by default; the broker also reads it on that period
+//! when no lookup comes). A reading that fails keeps the keys already held, and is loud: a
+//! warning naming the file (never a byte of it), `broker_reload_failures_total{what="keys"}`,
+//! and `/readyz` false once it has failed for the grace (crate::metrics).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant};
 use broker_reference::SealingKey;
 
 use crate::error::StartupError;
+use crate::metrics::{Metrics, Reloaded};
 
 /// How old the keys may be before the directory is read again: well under the kubelet's
 /// sync period for mounted Secrets (about a minute).
@@ -20,6 +24,8 @@ pub const RELOAD_AFTER: Duration = Duration::from_secs(10);
 pub struct Keys {
     dir: PathBuf,
     held: Mutex<(Instant, Arc<Vec<SealingKey>>)>,
+    every: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Keys {
@@ -29,18 +35,34 @@ impl Keys {
         Ok(Keys {
             dir: dir.to_owned(),
             held: Mutex::new((Instant::now(), Arc::new(keys))),
+            every: RELOAD_AFTER,
+            metrics: Arc::default(),
         })
     }
 
-    /// The keys held, read again first when they are older than [`RELOAD_AFTER`].
+    /// These keys, read again every `every`, their failed readings counted in `metrics`.
+    pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
+        self.every = every;
+        self.metrics = metrics;
+        self
+    }
+
+    /// The keys held, read again first when they are older than the reload period.
     pub fn current(&self) -> Arc<Vec<SealingKey>> {
         let Ok(mut held) = self.held.lock() else {
             return Arc::new(Vec::new());
         };
-        if held.0.elapsed() >= RELOAD_AFTER {
+        if held.0.elapsed() >= self.every {
             // a directory caught mid-update, or emptied, keeps the keys already held
-            if let Ok(keys) = read_dir(&self.dir) {
-                held.1 = Arc::new(keys);
+            match read_dir(&self.dir) {
+                Ok(keys) => {
+                    held.1 = Arc::new(keys);
+                    self.metrics.reload_succeeded(Reloaded::Keys);
+                }
+                Err(error) => {
+                    tracing::warn!(msg = "reloadFailed", what = Reloaded::Keys.word(), error = %error, "keeping the keys held");
+                    self.metrics.reload_failed(Reloaded::Keys);
+                }
             }
             held.0 = Instant::now();
         }
@@ -81,6 +103,7 @@ fn read_dir(dir: &Path) -> Result<Vec<SealingKey>, StartupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logs::capture;
 
     #[test]
     fn reads_every_key_of_a_secret_mount_and_refuses_weak_ones() {
@@ -104,15 +127,36 @@ mod tests {
     }
 
     #[test]
-    fn keeps_its_keys_when_the_mount_is_emptied() {
+    fn keeps_its_keys_when_the_mount_is_emptied_and_says_so() {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(dir.path().join("key"), "k".repeat(40)).expect("write");
-        let keys = Keys::from_dir(dir.path()).expect("keys");
+        let metrics = Arc::new(Metrics::default());
+        metrics.set_ready();
+        let keys = Keys::from_dir(dir.path())
+            .expect("keys")
+            .reloading(Duration::ZERO, metrics.clone());
+        std::fs::write(dir.path().join("key"), "s3cret-but-short").expect("write");
+        let lines = capture::lines(|| assert_eq!(keys.current().len(), 1));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["msg"], "reloadFailed");
+        assert_eq!(lines[0]["level"], "WARN");
+        assert_eq!(lines[0]["what"], "keys");
+        let error = lines[0]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("key") && error.contains("32 bytes"),
+            "{error}"
+        );
+        assert!(!lines[0].to_string().contains("s3cret"), "{}", lines[0]);
+        assert!(metrics
+            .render()
+            .contains("broker_reload_failures_total{what=\"keys\"} 1\n"));
+        // past the grace (0 here), not ready until a reading succeeds
+        assert!(!metrics.is_ready());
         std::fs::remove_file(dir.path().join("key")).expect("remove");
-        if let Ok(mut held) = keys.held.lock() {
-            held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
-        }
         assert_eq!(keys.current().len(), 1);
+        std::fs::write(dir.path().join("key"), "n".repeat(40)).expect("write");
+        assert_eq!(keys.current().len(), 1);
+        assert!(metrics.is_ready());
     }
 
     #[test]

@@ -4,14 +4,17 @@
 
 mod answer;
 mod caller;
+mod cause;
 mod cluster;
 mod destinations;
 mod error;
+mod gates;
 mod keys;
 mod logs;
 mod metrics;
 mod server;
 mod service;
+mod tenancy;
 mod tls;
 mod unanswerable;
 
@@ -29,11 +32,12 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{ApiServer, Cluster};
-use crate::destinations::{Destinations, Network};
+use crate::destinations::{AllowedRegistry, Destinations, Network};
 use crate::error::StartupError;
 use crate::metrics::Metrics;
 use crate::server::Connections;
-use crate::service::{Broker, Limits};
+use crate::service::{Broker, Limits, Parts};
+use crate::tenancy::Tenancy;
 
 /// The broker's command line; every option also reads an environment variable.
 #[derive(Parser, Debug)]
@@ -85,8 +89,8 @@ struct Args {
     )]
     own_hosts: Vec<String>,
     /// Networks (CIDR) never connected to, beyond the defaults (loopback, link-local,
-    /// unspecified, CGNAT, unique-local, NAT64, metadata): the cluster's own pod and service
-    /// ranges.
+    /// unspecified, private, CGNAT, unique-local, NAT64, metadata...): the cluster's own pod and
+    /// service ranges when they are public addresses.
     #[arg(
         long = "deny-destination",
         env = "BROKER_DENY_DESTINATIONS",
@@ -100,6 +104,27 @@ struct Args {
         value_delimiter = ','
     )]
     allow_destinations: Vec<String>,
+    /// Registries (`host[:port]`) asked whatever their names resolve to, a private address
+    /// included (an internal mirror): with a port, only that port of the name.
+    #[arg(
+        long = "allow-registry",
+        env = "BROKER_ALLOW_REGISTRIES",
+        value_delimiter = ','
+    )]
+    allow_registries: Vec<String>,
+    /// The broker's own namespace, never served (from the downward API; without it, the
+    /// ServiceAccount's namespace file when in a cluster).
+    #[arg(long, env = "BROKER_NAMESPACE")]
+    own_namespace: Option<String>,
+    /// Namespaces never served whatever their labels, beyond kube-system, kube-public,
+    /// kube-node-lease and the broker's own.
+    #[arg(
+        long = "protected-namespace",
+        env = "BROKER_PROTECTED_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kubewarden"
+    )]
+    protected_namespaces: Vec<String>,
     /// One registry request, per credential (ms).
     #[arg(long, env = "BROKER_ATTEMPT_TIMEOUT_MS", default_value_t = 1500)]
     attempt_timeout_ms: u64,
@@ -115,15 +140,27 @@ struct Args {
     /// Lookups in flight to one registry.
     #[arg(long, env = "BROKER_MAX_PER_REGISTRY", default_value_t = 8)]
     max_per_registry: usize,
+    /// Lookups in flight to one registry for one namespace (default: half of
+    /// --max-per-registry, rounded up), so that one namespace cannot take a registry's slots.
+    #[arg(long, env = "BROKER_MAX_PER_NAMESPACE")]
+    max_per_namespace: Option<usize>,
     /// Registries whose state is kept at once.
     #[arg(long, env = "BROKER_MAX_REGISTRIES", default_value_t = 1024)]
     max_registries: usize,
-    /// After a registry let a lookup time out, how long its lookups fail at once (s).
+    /// After a registry let a namespace's lookup time out, how long that namespace's lookups
+    /// of it fail at once (s).
     #[arg(long, env = "BROKER_SILENT_BACKOFF_SECONDS", default_value_t = 30)]
     silent_backoff_seconds: u64,
     /// How long Secrets and ServiceAccounts are cached (s).
     #[arg(long, env = "BROKER_CACHE_SECONDS", default_value_t = 10)]
     cache_seconds: u64,
+    /// How often the keys and caller credentials are read again (s).
+    #[arg(long, env = "BROKER_RELOAD_SECONDS", default_value_t = 10)]
+    reload_seconds: u64,
+    /// How long reading the keys or caller credentials again may fail (the old ones kept)
+    /// before `/readyz` answers 503, until a reading succeeds (s).
+    #[arg(long, env = "BROKER_RELOAD_FAILURE_SECONDS", default_value_t = 60)]
+    reload_failure_seconds: u64,
     /// Connections the distribution API serves at once; past it, new ones wait in the
     /// kernel's backlog until one closes (the metrics port has its own 64).
     #[arg(long, env = "BROKER_MAX_CONNECTIONS", default_value_t = 1024)]
@@ -194,15 +231,46 @@ impl Args {
             lookup_timeout: Duration::from_millis(self.lookup_timeout_ms),
             max_concurrent: self.max_concurrent.max(1),
             max_per_registry: self.max_per_registry.max(1),
+            max_per_namespace: self
+                .max_per_namespace
+                .unwrap_or_else(|| gates::default_share(self.max_per_registry)),
             max_registries: self.max_registries.max(1),
             silent_backoff: Duration::from_secs(self.silent_backoff_seconds),
         }
     }
 
+    /// The broker's own namespace: given, else the ServiceAccount's (in a cluster).
+    fn own_namespace(&self) -> Option<String> {
+        const IN_CLUSTER: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+        self.own_namespace
+            .clone()
+            .or_else(|| std::fs::read_to_string(IN_CLUSTER).ok())
+            .map(|ns| ns.trim().to_owned())
+    }
+
+    /// The destination rules.
+    fn destinations(&self) -> Result<Destinations, StartupError> {
+        let mut denied = destinations::default_denied();
+        denied.extend(networks(&self.deny_destinations)?);
+        let allowed_registries = self
+            .allow_registries
+            .iter()
+            .map(|name| AllowedRegistry::parse(name).map_err(StartupError::from))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Destinations::new(
+            denied,
+            networks(&self.allow_destinations)?,
+            self.own_hosts.clone(),
+        )
+        .allowing_registries(allowed_registries))
+    }
+
     /// The broker these options describe.
     async fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
-        let caller = caller::Caller::from_dir(&self.caller_dir)?;
-        let keys = keys::Keys::from_dir(&self.key_dir)?;
+        let reload = Duration::from_secs(self.reload_seconds.max(1));
+        metrics.set_reload_grace(Duration::from_secs(self.reload_failure_seconds));
+        let caller = caller::Caller::from_dir(&self.caller_dir)?.reloading(reload, metrics.clone());
+        let keys = keys::Keys::from_dir(&self.key_dir)?.reloading(reload, metrics.clone());
         let limits = self.limits();
         let cluster = Cluster::new(
             &self.api_server(),
@@ -210,23 +278,19 @@ impl Args {
             limits.attempt_timeout,
         )
         .await?;
-        let mut denied = destinations::default_denied();
-        denied.extend(networks(&self.deny_destinations)?);
-        let destinations = Arc::new(Destinations::new(
-            denied,
-            networks(&self.allow_destinations)?,
-            self.own_hosts.clone(),
-        ));
+        let destinations = Arc::new(self.destinations()?);
         let pool = self.pool(&destinations)?;
-        Ok(Broker::new(
+        let tenancy = Tenancy::new(self.own_namespace(), self.protected_namespaces.clone());
+        let parts = Parts {
             caller,
             keys,
             cluster,
             pool,
             destinations,
             metrics,
-            limits,
-        ))
+            tenancy,
+        };
+        Ok(Broker::new(parts, limits))
     }
 }
 
@@ -253,13 +317,17 @@ async fn run(args: Args) -> Result<(), StartupError> {
     );
     let header_timeout = Duration::from_millis(args.header_timeout_ms.max(100));
     let api = Connections::new(args.max_connections, header_timeout);
-    let accepting = tokio::spawn(server::serve(listener, tls, broker, api.clone()));
+    let accepting = tokio::spawn(server::serve(listener, tls, broker.clone(), api.clone()));
     // the metrics port serves to the end, so that probes see the drain's 503
     let probes = Connections::new(server::METRICS_CONNECTIONS, header_timeout);
     tokio::spawn(server::serve_metrics(
         metrics_listener,
         metrics.clone(),
         probes,
+    ));
+    tokio::spawn(reload(
+        broker.clone(),
+        Duration::from_secs(args.reload_seconds.max(1)),
     ));
     metrics.set_ready();
     signals.next().await;
@@ -271,6 +339,17 @@ async fn run(args: Args) -> Result<(), StartupError> {
     };
     drain(&api, accepting, deadline, &mut signals).await;
     Ok(())
+}
+
+/// Reads the keys and caller credentials again every `every` whether lookups come or not, so
+/// that a failed reading turns `/readyz` false on time (crate::metrics).
+async fn reload(broker: Arc<Broker>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        broker.keys.current();
+        broker.caller.refresh();
+    }
 }
 
 /// How the grace period ended.

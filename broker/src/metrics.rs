@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The outcomes a lookup is counted under.
 /// The lookup log line's `outcome` words (service.rs, unanswerable.rs, and the credential
@@ -18,10 +20,30 @@ pub const OUTCOMES: [&str; 10] = [
     "malformedSecret",
     "refusedDestination",
     "overloaded",
+    "namespaceNotEnabled",
 ];
 /// The results an upstream attempt is counted under: the credential loop's `Attempt::word`,
 /// as in the log line's `attempts`.
 pub const ATTEMPTS: [&str; 4] = ["found", "notFound", "unauthorized", "unreachable"];
+/// What a reload is counted under: the files the broker reads again while it runs.
+pub const RELOADED: [&str; 2] = ["keys", "callers"];
+
+/// A set of files read again while the broker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reloaded {
+    /// `--key-dir`.
+    Keys,
+    /// `--caller-dir`.
+    Callers,
+}
+
+impl Reloaded {
+    /// Its label value (one of [`RELOADED`]).
+    pub fn word(self) -> &'static str {
+        RELOADED[self as usize]
+    }
+}
+
 /// Upper bounds (seconds) of the lookup duration histogram.
 const BUCKETS: [f64; 8] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
@@ -35,6 +57,11 @@ pub struct Metrics {
     in_flight: AtomicU64,
     buckets: [AtomicU64; BUCKETS.len()],
     duration_micros: AtomicU64,
+    reload_failures: [AtomicU64; RELOADED.len()],
+    /// Since when each reload has been failing, `None` while it succeeds.
+    failing_since: Mutex<[Option<Instant>; RELOADED.len()]>,
+    /// How long a reload may fail before `/readyz` says not ready (ms).
+    reload_grace_ms: AtomicU64,
 }
 
 impl Metrics {
@@ -49,9 +76,37 @@ impl Metrics {
         self.ready.store(false, Ordering::SeqCst);
     }
 
-    /// Whether `/readyz` says ready.
+    /// Whether `/readyz` says ready: started, not draining, and no reload failing for longer
+    /// than the grace ([`Metrics::set_reload_grace`]): a broker that cannot read its keys or
+    /// caller credentials any more goes on with the old ones (a mount caught mid-update is
+    /// common), but not unnoticed for long, since a revoked key would go on working.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        let grace = Duration::from_millis(self.reload_grace_ms.load(Ordering::Relaxed));
+        let failing_too_long = self.failing_since.lock().map_or(true, |since| {
+            since.iter().flatten().any(|at| at.elapsed() >= grace)
+        });
+        self.ready.load(Ordering::SeqCst) && !failing_too_long
+    }
+
+    /// How long a reload may fail before the broker is not ready.
+    pub fn set_reload_grace(&self, grace: Duration) {
+        let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self.reload_grace_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Counts a failed reload of `what`, and remembers since when it fails.
+    pub fn reload_failed(&self, what: Reloaded) {
+        self.reload_failures[what as usize].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut since) = self.failing_since.lock() {
+            since[what as usize].get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// A reload of `what` succeeded: it is not failing any more.
+    pub fn reload_succeeded(&self, what: Reloaded) {
+        if let Ok(mut since) = self.failing_since.lock() {
+            since[what as usize] = None;
+        }
     }
 
     /// Counts a finished lookup.
@@ -112,6 +167,14 @@ impl Metrics {
             "broker_callers_refused_total {}",
             get(&self.callers_refused)
         );
+        out.push_str("# HELP broker_reload_failures_total Failed readings of the keys or caller credentials (the old ones kept).\n# TYPE broker_reload_failures_total counter\n");
+        for (i, what) in RELOADED.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "broker_reload_failures_total{{what=\"{what}\"}} {}",
+                get(&self.reload_failures[i])
+            );
+        }
         out.push_str("# HELP broker_lookups_in_flight Lookups being answered.\n# TYPE broker_lookups_in_flight gauge\n");
         let _ = writeln!(out, "broker_lookups_in_flight {}", get(&self.in_flight));
         out.push_str("# HELP broker_lookup_duration_seconds Time to answer a lookup.\n# TYPE broker_lookup_duration_seconds histogram\n");
@@ -161,7 +224,12 @@ mod tests {
         m.attempt("unauthorized");
         m.attempt("registry.example/private");
         m.caller_refused();
+        m.reload_failed(Reloaded::Keys);
         let text = m.render();
+        assert!(
+            text.contains("broker_reload_failures_total{what=\"keys\"} 1\n"),
+            "{text}"
+        );
         assert!(
             !text.contains("team-b") && !text.contains("registry.example"),
             "{text}"
@@ -174,6 +242,7 @@ mod tests {
                     let value = rest.split('"').nth(1).unwrap_or_default();
                     OUTCOMES.contains(&value)
                         || ATTEMPTS.contains(&value)
+                        || RELOADED.contains(&value)
                         || value == "+Inf"
                         || value.parse::<f64>().is_ok()
                 }
@@ -183,6 +252,25 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(known(line), "{line}");
         }
+    }
+
+    #[test]
+    fn a_failing_reload_turns_readiness_false_after_its_grace_until_one_succeeds() {
+        let m = Metrics::default();
+        m.set_ready();
+        m.set_reload_grace(Duration::from_secs(3600));
+        m.reload_failed(Reloaded::Callers);
+        m.reload_failed(Reloaded::Callers);
+        assert!(m.is_ready(), "within its grace");
+        m.set_reload_grace(Duration::ZERO);
+        assert!(!m.is_ready(), "past its grace");
+        m.reload_succeeded(Reloaded::Keys);
+        assert!(!m.is_ready(), "another reload's success changes nothing");
+        m.reload_succeeded(Reloaded::Callers);
+        assert!(m.is_ready());
+        let text = m.render();
+        assert!(text.contains("broker_reload_failures_total{what=\"callers\"} 2\n"));
+        assert!(text.contains("broker_reload_failures_total{what=\"keys\"} 0\n"));
     }
 
     #[test]
@@ -203,7 +291,12 @@ mod tests {
         for word in ["unauthorized", "unreachable"] {
             m.attempt(word);
         }
-        for word in ["unsealed", "malformedSecret", "refusedDestination"] {
+        for word in [
+            "unsealed",
+            "malformedSecret",
+            "refusedDestination",
+            "namespaceNotEnabled",
+        ] {
             m.lookup(word, 0.01);
         }
         let text = m.render();
@@ -213,6 +306,7 @@ mod tests {
             "broker_lookups_total{outcome=\"unsealed\"} 1",
             "broker_lookups_total{outcome=\"malformedSecret\"} 1",
             "broker_lookups_total{outcome=\"refusedDestination\"} 1",
+            "broker_lookups_total{outcome=\"namespaceNotEnabled\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }

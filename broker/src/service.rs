@@ -2,8 +2,7 @@
 //! destination, take the concurrency permits, read the pull secrets, run the credential loop
 //! against the real registry, answer with its status and digest, and log one line.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use broker_reference::{
@@ -15,16 +14,18 @@ use oci_client::Reference;
 use registry_client::credential_loop::{self, Attempt, Found, Manifest, Outcome, Unanswered};
 use registry_client::pool::{Pool, UrlSlot, MANIFEST_MEDIA_TYPES};
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant as Deadline;
 
 use crate::answer::Answer;
 use crate::caller::Caller;
+use crate::cause::Cause;
 use crate::cluster::{Cluster, ClusterError};
 use crate::destinations::Destinations;
+use crate::gates::{Closed, GateLimits, Gates, Pass};
 use crate::keys::Keys;
 use crate::logs;
 use crate::metrics::Metrics;
+use crate::tenancy::{self, NotServed, Tenancy};
 use crate::unanswerable::{Overload, Unanswerable};
 
 /// The limits of a broker; every one bounds something a Pod author can influence.
@@ -38,34 +39,16 @@ pub struct Limits {
     pub max_concurrent: usize,
     /// Lookups in flight to one registry, so a silent registry cannot take every slot.
     pub max_per_registry: usize,
+    /// Lookups in flight to one registry for one namespace, so one tenant cannot take every
+    /// slot of a registry (crate::gates).
+    pub max_per_namespace: usize,
     /// Registries whose state (limits, protocol, challenges) is kept at once.
     pub max_registries: usize,
-    /// After a registry let an attempt time out, how long its lookups fail at once instead of
-    /// waiting again: a silent registry costs one time-out per period, not one per lookup
-    /// (the stock policy server holds one lock for all lookups while it waits).
+    /// After a registry let an attempt of a namespace's lookup time out, how long that
+    /// namespace's lookups of it fail at once instead of waiting again: a silent registry
+    /// costs one time-out per period, not one per lookup (the stock policy server holds one
+    /// lock for all lookups while it waits).
     pub silent_backoff: Duration,
-}
-
-/// What the broker keeps per registry: its concurrency limit and whether it went silent.
-struct Gate {
-    slots: Arc<Semaphore>,
-    silent_until: Mutex<Option<Instant>>,
-}
-
-impl Gate {
-    fn silent(&self) -> bool {
-        self.silent_until
-            .lock()
-            .ok()
-            .and_then(|until| *until)
-            .is_some_and(|until| Instant::now() < until)
-    }
-
-    fn went_silent(&self, backoff: Duration) {
-        if let Ok(mut until) = self.silent_until.lock() {
-            *until = Some(Instant::now() + backoff);
-        }
-    }
 }
 
 /// The broker: configuration, shared clients and state.
@@ -82,10 +65,29 @@ pub struct Broker {
     pub destinations: Arc<Destinations>,
     /// Counters.
     pub metrics: Arc<Metrics>,
+    /// Which namespaces are never served.
+    pub tenancy: Tenancy,
     /// Limits.
     pub limits: Limits,
-    total: Arc<Semaphore>,
-    per_registry: Mutex<HashMap<String, Arc<Gate>>>,
+    gates: Gates,
+}
+
+/// What a broker is made of, apart from its limits.
+pub struct Parts {
+    /// Who may ask.
+    pub caller: Caller,
+    /// The sealing keys.
+    pub keys: Keys,
+    /// The API server.
+    pub cluster: Cluster,
+    /// The registry client.
+    pub pool: Pool,
+    /// Where requests may go.
+    pub destinations: Arc<Destinations>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Which namespaces are never served.
+    pub tenancy: Tenancy,
 }
 
 /// What the log line of a lookup says (names only, never secret content).
@@ -104,25 +106,23 @@ struct LogLine {
 
 impl Broker {
     /// A broker with these parts.
-    pub fn new(
-        caller: Caller,
-        keys: Keys,
-        cluster: Cluster,
-        pool: Pool,
-        destinations: Arc<Destinations>,
-        metrics: Arc<Metrics>,
-        limits: Limits,
-    ) -> Self {
+    pub fn new(parts: Parts, limits: Limits) -> Self {
+        let gates = Gates::new(GateLimits {
+            max_concurrent: limits.max_concurrent,
+            max_per_registry: limits.max_per_registry,
+            max_per_namespace: limits.max_per_namespace,
+            max_registries: limits.max_registries,
+        });
         Broker {
-            caller,
-            keys,
-            cluster,
-            pool,
-            destinations,
-            metrics,
-            total: Arc::new(Semaphore::new(limits.max_concurrent)),
-            per_registry: Mutex::default(),
+            caller: parts.caller,
+            keys: parts.keys,
+            cluster: parts.cluster,
+            pool: parts.pool,
+            destinations: parts.destinations,
+            metrics: parts.metrics,
+            tenancy: parts.tenancy,
             limits,
+            gates,
         }
     }
 
@@ -223,7 +223,8 @@ impl Broker {
         line.reference = reference.as_str().to_owned();
         let registry = name.registry.clone();
         let deadline = Deadline::now() + self.limits.lookup_timeout;
-        let (gate, _permits) = self.admit(&registry, deadline).await?;
+        self.serves(&name.namespace, deadline).await?;
+        let pass = self.admit(&registry, &name.namespace, deadline).await?;
         let secrets = tokio::time::timeout_at(
             deadline,
             self.cluster
@@ -269,7 +270,7 @@ impl Broker {
         )
         .await;
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
-            gate.went_silent(self.limits.silent_backoff);
+            pass.went_silent(self.limits.silent_backoff);
         }
         line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
         for attempt in &lookup.attempts {
@@ -279,13 +280,37 @@ impl Broker {
         Ok(outcome_answer(lookup.outcome, &name, line))
     }
 
-    /// The destination check, the registry's gate and the concurrency permits of a lookup of
-    /// `registry`, waiting for them at most until `deadline`.
+    /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, any
+    /// other by its Namespace's label; nothing else is read before this says yes.
+    async fn serves(&self, namespace: &str, deadline: Deadline) -> Result<(), Unanswerable> {
+        let refused = |why| Unanswerable::NamespaceNotServed {
+            namespace: namespace.to_owned(),
+            why,
+        };
+        if self.tenancy.protected(namespace) {
+            return Err(refused(NotServed::Protected));
+        }
+        let object = tokio::time::timeout_at(deadline, self.cluster.namespace(namespace))
+            .await
+            .unwrap_or(Err(ClusterError::NoAnswer))
+            .map_err(|error| Unanswerable::NamespaceUnreadable {
+                namespace: namespace.to_owned(),
+                error,
+            })?;
+        match object {
+            Some(object) if tenancy::opted_in(&object) => Ok(()),
+            _ => Err(refused(NotServed::NotOptedIn)),
+        }
+    }
+
+    /// The destination check and the concurrency slots of a lookup of `registry` for
+    /// `namespace`, waiting for them at most until `deadline`.
     async fn admit(
         &self,
         registry: &str,
+        namespace: &str,
         deadline: Deadline,
-    ) -> Result<(Arc<Gate>, Permits), Unanswerable> {
+    ) -> Result<Pass, Unanswerable> {
         if let Some(reason) = self.destinations.refuses_registry(registry) {
             return Err(Unanswerable::RefusedDestination {
                 registry: registry.to_owned(),
@@ -296,20 +321,15 @@ impl Broker {
             registry: registry.to_owned(),
             why,
         };
-        let gate = self
-            .gate(registry)
-            .ok_or_else(|| overloaded(Overload::Registries))?;
-        if gate.silent() {
-            return Err(Unanswerable::Silent {
+        match self.gates.admit(registry, namespace, deadline).await {
+            Ok(pass) => Ok(pass),
+            Err(Closed::Registries) => Err(overloaded(Overload::Registries)),
+            Err(Closed::Lookups) => Err(overloaded(Overload::Lookups)),
+            Err(Closed::Silent) => Err(Unanswerable::Silent {
                 registry: registry.to_owned(),
                 backoff: self.limits.silent_backoff,
-            });
+            }),
         }
-        let permits = self
-            .permits(&gate, deadline)
-            .await
-            .ok_or_else(|| overloaded(Overload::Lookups))?;
-        Ok((gate, permits))
     }
 
     /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out.
@@ -350,53 +370,7 @@ impl Broker {
             }),
         }
     }
-
-    /// The gate of `registry`, made on first use; `None` when the broker already follows
-    /// `max_registries` registries that are all busy.
-    fn gate(&self, registry: &str) -> Option<Arc<Gate>> {
-        let key = broker_reference::registry_key(registry);
-        let mut map = self.per_registry.lock().ok()?;
-        if map.len() >= self.limits.max_registries && !map.contains_key(&key) {
-            let busy = |g: &Arc<Gate>| g.slots.available_permits() < self.limits.max_per_registry;
-            // forget idle registries that are not silent, then idle silent ones (names a Pod
-            // author made up must not lock every other registry out); busy ones keep their limit
-            map.retain(|_, g| busy(g) || g.silent());
-            if map.len() >= self.limits.max_registries {
-                map.retain(|_, g| busy(g));
-            }
-            if map.len() >= self.limits.max_registries {
-                return None;
-            }
-        }
-        Some(
-            map.entry(key)
-                .or_insert_with(|| {
-                    Arc::new(Gate {
-                        slots: Arc::new(Semaphore::new(self.limits.max_per_registry)),
-                        silent_until: Mutex::new(None),
-                    })
-                })
-                .clone(),
-        )
-    }
-
-    /// A slot for the registry of `gate` and one in the whole broker, waiting at most until
-    /// `deadline`.
-    async fn permits(&self, gate: &Gate, deadline: Deadline) -> Option<Permits> {
-        let registry_permit = tokio::time::timeout_at(deadline, gate.slots.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()?;
-        let total_permit = tokio::time::timeout_at(deadline, self.total.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()?;
-        Some((registry_permit, total_permit))
-    }
 }
-
-/// A lookup's slot at its registry and in the whole broker, held until it is answered.
-type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 fn found_answer(found: Found) -> Answer {
     let mut headers = vec![
@@ -437,10 +411,10 @@ fn outcome_answer(outcome: Outcome, name: &BrokeredName, line: &mut LogLine) -> 
             ),
         ),
         Outcome::Unreachable { reason } => {
-            // the reason alone: the policy's warning names the registry, and has little room
-            let message = reason.to_string();
-            line.reason = Some(message.clone());
-            Answer::error(503, "UNAVAILABLE", &message)
+            // the class alone (crate::cause): the policy's warning names the registry, and the
+            // registry's own words stay in the operator's log
+            line.reason = Some(reason.to_string());
+            Answer::error(503, "UNAVAILABLE", &Cause::of(&reason).words(&reason))
         }
     }
 }

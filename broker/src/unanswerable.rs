@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use broker_reference::Refusal;
+use broker_reference::{Refusal, NAMESPACE_NOT_ENABLED};
 
 use crate::answer::Answer;
 use crate::cluster::ClusterError;
+use crate::tenancy::NotServed;
 
 /// A lookup the broker could not make.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +16,23 @@ pub enum Unanswerable {
     /// The path is not a brokered reference.
     #[error("not a lookup the broker can decode: {0}")]
     Undecodable(#[source] Refusal),
+    /// The namespace is not one the broker serves: decided before anything is read for it.
+    #[error("denied: {NAMESPACE_NOT_ENABLED}: namespace {namespace} {}", why.words())]
+    NamespaceNotServed {
+        /// The lookup's namespace.
+        namespace: String,
+        /// Why it is not served.
+        why: NotServed,
+    },
+    /// The lookup's Namespace could not be read: whether it opted in is unknown.
+    #[error("the lookup broker could not read namespace {namespace}: {error}")]
+    NamespaceUnreadable {
+        /// The lookup's namespace.
+        namespace: String,
+        /// What the API server did.
+        #[source]
+        error: ClusterError,
+    },
     /// The destination is refused by the broker's network rules.
     #[error("the lookup broker does not ask {registry}: {reason}")]
     RefusedDestination {
@@ -23,7 +41,8 @@ pub enum Unanswerable {
         /// Which rule refused it.
         reason: String,
     },
-    /// The registry let a recent lookup time out and is not asked again yet.
+    /// The registry let a recent lookup of this namespace time out and is not asked again yet
+    /// for it.
     #[error("{registry} gave no definitive answer: {}", silent_reason(registry, *backoff))]
     Silent {
         /// The registry.
@@ -70,7 +89,10 @@ impl Unanswerable {
             Unanswerable::Undecodable(_) => "invalid",
             Unanswerable::RefusedDestination { .. } => "refusedDestination",
             Unanswerable::Overloaded { .. } => "overloaded",
-            Unanswerable::Silent { .. } | Unanswerable::SecretsUnavailable { .. } => "unreachable",
+            Unanswerable::NamespaceNotServed { .. } => "namespaceNotEnabled",
+            Unanswerable::Silent { .. }
+            | Unanswerable::SecretsUnavailable { .. }
+            | Unanswerable::NamespaceUnreadable { .. } => "unreachable",
         }
     }
 
@@ -80,7 +102,9 @@ impl Unanswerable {
             Unanswerable::Undecodable(refusal) => Some(refusal.to_string()),
             Unanswerable::RefusedDestination { reason, .. } => Some(reason.clone()),
             Unanswerable::Silent { registry, backoff } => Some(silent_reason(registry, *backoff)),
-            Unanswerable::SecretsUnavailable { error, .. } => Some(error.to_string()),
+            Unanswerable::SecretsUnavailable { error, .. }
+            | Unanswerable::NamespaceUnreadable { error, .. } => Some(error.to_string()),
+            Unanswerable::NamespaceNotServed { why, .. } => Some(why.words()),
             Unanswerable::Overloaded { .. } => None,
         }
     }
@@ -95,6 +119,9 @@ impl Unanswerable {
             ) => (401, "UNAUTHORIZED"),
             Unanswerable::Undecodable(_) => (400, "NAME_INVALID"),
             Unanswerable::RefusedDestination { .. } => (400, "UNSUPPORTED"),
+            // a DENIED the policy recognises by its words (NAMESPACE_NOT_ENABLED): a warning
+            // saying the namespace has not opted in, never a verdict on the image
+            Unanswerable::NamespaceNotServed { .. } => (403, "DENIED"),
             _ => (503, "UNAVAILABLE"),
         };
         Answer::error(status, code, &self.to_string())
@@ -104,7 +131,7 @@ impl Unanswerable {
 /// Why a silent registry is not asked: the log's reason and the answer's message share it.
 fn silent_reason(registry: &str, backoff: Duration) -> String {
     format!(
-        "{registry} let a lookup time out in the last {} s; not asked again yet",
+        "{registry} let a lookup of this namespace time out in the last {} s; not asked again yet",
         backoff.as_secs()
     )
 }
@@ -123,8 +150,28 @@ mod tests {
         assert_eq!(silent.answer().status, 503);
         assert_eq!(
             silent.to_string(),
-            "r.example gave no definitive answer: r.example let a lookup time out in the last 30 s; not asked again yet"
+            "r.example gave no definitive answer: r.example let a lookup of this namespace time out in the last 30 s; not asked again yet"
         );
+        let closed = Unanswerable::NamespaceNotServed {
+            namespace: "team-c".into(),
+            why: NotServed::NotOptedIn,
+        };
+        assert_eq!(closed.outcome(), "namespaceNotEnabled");
+        let answer = closed.answer();
+        assert_eq!(answer.status, 403);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+        assert_eq!(body["errors"][0]["code"], "DENIED");
+        assert_eq!(
+            body["errors"][0]["message"],
+            "denied: namespace not enabled for the lookup broker: namespace team-c has not opted in (label resolvable-images.kubewarden.io/broker=enabled)"
+        );
+        let system = Unanswerable::NamespaceNotServed {
+            namespace: "kube-system".into(),
+            why: NotServed::Protected,
+        };
+        assert!(system
+            .to_string()
+            .ends_with("namespace kube-system is never served by the lookup broker"));
         let busy = Unanswerable::Overloaded {
             registry: "r.example".into(),
             why: Overload::Lookups,

@@ -449,6 +449,11 @@ pub fn reference(
 /// registry's.
 pub const MALFORMED_PULL_SECRET: &str = "malformed pull secret";
 
+/// What the broker's 403 `DENIED` says, after `denied: `, when the lookup's namespace is one
+/// it does not serve (not opted in, or protected), followed by `: ` and the reason; the policy
+/// reads it as "not checked", a warning naming that reason, never a verdict on the image.
+pub const NAMESPACE_NOT_ENABLED: &str = "namespace not enabled for the lookup broker";
+
 /// True when `host` can be the broker's host in an encoded reference: a lowercase DNS name
 /// or IPv4 address with an optional port.
 pub fn is_valid_broker_host(host: &str) -> bool {
