@@ -238,6 +238,36 @@ fn a_broker_that_does_not_answer_is_named_never_the_registry() {
 }
 
 #[test]
+fn a_broker_that_does_not_answer_never_shows_the_bare_encoded_name() {
+    // a host error that quotes the reference as given, not only its /v2/ URL
+    let warnings = warnings_when_both_fail(|reference| {
+        let (_, name) = reference.split_once('/').expect("host/name");
+        let bare = name.rsplit_once(':').expect("tag").0;
+        host_text(&format!("cannot look up {bare}: connection refused"))
+    });
+    for warning in warnings {
+        assert!(warning.contains("did not answer"), "{warning}");
+        assert!(warning.contains("look up …"), "{warning}");
+        assert!(!warning.contains("team-a/s."), "{warning}");
+    }
+}
+
+#[test]
+fn a_namespace_the_broker_does_not_serve_is_a_warning_saying_so() {
+    let warnings = warnings_when_both_fail(|_| {
+        host_text("Registry error: url x, envelope: OCI API errors: [OCI API error: denied: namespace not enabled for the lookup broker: namespace team-a has not opted in to the lookup broker (label resolvable-images.kubewarden.io/broker=enabled)]")
+    });
+    for warning in warnings {
+        assert!(
+            warning
+                .ends_with("not checked: namespace team-a has not opted in to the lookup broker"),
+            "{warning}"
+        );
+        assert!(!warning.contains("refused"), "{warning}");
+    }
+}
+
+#[test]
 fn the_brokers_reason_for_no_answer_is_kept_and_survives_the_cut() {
     let warnings = warnings_when_both_fail(|reference| {
         host_text(&format!(

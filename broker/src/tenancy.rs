@@ -32,7 +32,9 @@ impl NotServed {
         match self {
             NotServed::Protected => "is never served by the lookup broker".into(),
             NotServed::NotOptedIn => {
-                format!("has not opted in (label {ENABLED_LABEL}={ENABLED_VALUE})")
+                format!(
+                    "has not opted in to the lookup broker (label {ENABLED_LABEL}={ENABLED_VALUE})"
+                )
             }
         }
     }
@@ -120,7 +122,7 @@ mod tests {
     fn the_refusal_says_why_plainly() {
         assert_eq!(
             NotServed::NotOptedIn.words(),
-            "has not opted in (label resolvable-images.kubewarden.io/broker=enabled)"
+            "has not opted in to the lookup broker (label resolvable-images.kubewarden.io/broker=enabled)"
         );
         assert!(NotServed::Protected.words().contains("never served"));
     }

@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(body["errors"][0]["code"], "DENIED");
         assert_eq!(
             body["errors"][0]["message"],
-            "denied: namespace not enabled for the lookup broker: namespace team-c has not opted in (label resolvable-images.kubewarden.io/broker=enabled)"
+            "denied: namespace not enabled for the lookup broker: namespace team-c has not opted in to the lookup broker (label resolvable-images.kubewarden.io/broker=enabled)"
         );
         let system = Unanswerable::NamespaceNotServed {
             namespace: "kube-system".into(),

@@ -187,6 +187,16 @@ impl BrokerRoutes {
                 format!("{} (read by the lookup broker)", problem.trim()),
             );
         }
+        let not_served = error.denied_words().and_then(|words| {
+            let why = words.strip_prefix(broker_reference::NAMESPACE_NOT_ENABLED)?;
+            // the broker's reason without its hint for the operator, to fit a warning
+            let why = why.trim_start_matches(':').trim();
+            Some(why.split(" (").next().unwrap_or(why))
+        });
+        if let Some(why) = not_served {
+            // the broker serves only namespaces that opted in: nothing about the image
+            return Failure::new(FailureKind::Unreachable, format!("not checked: {why}"));
+        }
         if error.kind() == HostErrorKind::Unauthorized && !error.registry_denied() {
             return Failure::new(
                 FailureKind::Unreachable,
@@ -216,14 +226,19 @@ impl BrokerRoutes {
         }
     }
 
-    /// `text` with the encoded name of `brokered` left out of the broker's URLs.
+    /// `text` with the encoded name of `brokered` left out: in the broker's URLs, and bare
+    /// (a host error may quote the reference as it was given).
     fn without_name(&self, text: &str, brokered: &str) -> String {
         let host = &self.settings.host;
         let path = brokered
             .strip_prefix(&format!("{host}/"))
             .unwrap_or(brokered);
         let encoded = path.split(['@', ':']).next().unwrap_or(path);
+        if encoded.is_empty() {
+            return text.to_owned();
+        }
         text.replace(&format!("/v2/{encoded}/"), "/v2/…/")
+            .replace(encoded, "…")
     }
 
     /// `text` with every spelling of the brokered reference (the broker's host, the encoded
