@@ -26,8 +26,10 @@ setup_file() {
 
   local cluster
   cluster=$(write_cluster_dir broker-lifecycle)
-  pull_secret_yaml team-a regcred "$LC_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD" |
-    cluster_add "$cluster" 10-secrets.yaml
+  {
+    broker_namespace_yaml team-a
+    pull_secret_yaml team-a regcred "$LC_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+  } | cluster_add "$cluster" 10-secrets.yaml
   LC_KUBECONFIG=$(apiserver_serve "$cluster")
   LC_API_PORT=$(cat "$(e2e_workdir)/registries/apiserver/port")
   LC_SOURCES=$(write_sources_yaml broker-lifecycle --insecure "$LC_SLOW")

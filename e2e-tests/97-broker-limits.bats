@@ -4,9 +4,12 @@
 # (a 1 GiB manifest, a 1 GiB error body, a 1 GiB 401 body, a 1 GiB token answer, an endless
 # header, a slow drip) keeps its memory bounded and gets its answer within the lookup time;
 # one namespace's wrong credentials do not switch a registry off for another namespace; token
-# realms, redirects and proxies cannot carry a lookup where the broker must not go. Real
-# htpasswd docker-registry, the fake API server, lib/fault_proxy.py for the hostile
-# registries. Needs only the broker binary.
+# realms, redirects and proxies cannot carry a lookup where the broker must not go; without the
+# tests' loopback allowance a listener on 127.0.0.1 gets no connection; a namespace that did not
+# opt in gets no Secret read and no registry asked; one namespace's silent registry leaves
+# another's lookups of it at their normal time; a key directory that cannot be read turns
+# /readyz 503. Real htpasswd docker-registry, the fake API server, lib/fault_proxy.py for the
+# hostile registries, lib/per_user_registry.py for the silent one. Needs only the broker binary.
 
 bats_require_minimum_version 1.5.0
 
@@ -16,6 +19,7 @@ LOOKUP_TIMEOUT_MS=1500
 setup_file() {
   load lib/common
   load lib/broker
+  load lib/per_user_registry
   [[ -x "$(broker_bin)" ]] || return 0
   [[ "$E2E_HOST" != kwctl ]] || return 0
 
@@ -52,6 +56,12 @@ setup_file() {
   HOSTILE_REALM_BAD=$(fault_proxy_start h-realm-bad hostile --what realm --location "http://[not-an-address]/token")
   export HOSTILE_TLS_DOWNGRADE HOSTILE_REALM_CGNAT HOSTILE_REALM_ULA HOSTILE_REALM_NAT64 HOSTILE_REALM_CLUSTER HOSTILE_REALM_BAD
   export REG_SLOW HOSTILE_MANIFEST HOSTILE_ERROR HOSTILE_HEADER HOSTILE_DRIP HOSTILE_REDIRECT HOSTILE_REALM
+  # a registry silent for one user (team-b's secret) and answering another (team-a's)
+  per_user_registry_start silent --image slow/app:v1 erin=hang dave=sees:slow/app
+  # a listener on loopback that logs every connection, and a registry whose token realm is it
+  LOOP_LISTENER=$(fault_proxy_start loop-listener hang)
+  REALM_ON_LOOPBACK=$(fault_proxy_start h-realm-loopback hostile --what realm --location "http://$LOOP_LISTENER/token")
+  export LOOP_LISTENER REALM_ON_LOOPBACK
 
   local cluster i
   cluster=$(write_cluster_dir broker-limits)
@@ -62,6 +72,15 @@ setup_file() {
       pull_secret_yaml team-b "wrong$i" "$REG_SLOW" "$REG_AUTH_USER" "wrong-$i-$REG_AUTH_PASSWORD"
     done
     pull_secret_yaml team-a tlsreg "$HOSTILE_TLS_REALM" robot "robot-Realm-Pw-4c8v"
+    pull_secret_yaml team-a dave "$REG_SILENT" "$(pur_user dave)" "$(pur_password dave)"
+    pull_secret_yaml team-b erin "$REG_SILENT" "$(pur_user erin)" "$(pur_password erin)"
+    # team-a and team-b opted in; team-c did not; kube-system's label is ignored
+    broker_namespace_yaml team-a
+    broker_namespace_yaml team-b
+    broker_namespace_yaml team-c -
+    broker_namespace_yaml kube-system
+    pull_secret_yaml team-c regcred "$REG_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    pull_secret_yaml kube-system admin "$REG_SLOW" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     broker_key_secret_yaml
   } | cluster_add "$cluster" 10-secrets.yaml
   apiserver_serve "$cluster" >/dev/null
@@ -72,8 +91,11 @@ setup_file() {
     --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_UNAUTHORIZED" --insecure "$HOSTILE_TOKEN" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
     --insecure "$HOSTILE_TLS_REALM" --insecure "$HOSTILE_REALM_CGNAT" \
     --insecure "$HOSTILE_REALM_ULA" --insecure "$HOSTILE_REALM_NAT64" --insecure "$HOSTILE_REALM_CLUSTER" \
-    --insecure "$HOSTILE_REALM_BAD" \
+    --insecure "$HOSTILE_REALM_BAD" --insecure "$REG_SILENT" --insecure "$LOOP_LISTENER" \
+    --insecure "localhost:${LOOP_LISTENER##*:}" --insecure "localhost:${REALM_ON_LOOPBACK##*:}" \
     --ca "$HOSTILE_TLS_DOWNGRADE" "$(e2e_workdir)/hostile-tls/ca.pem")
+  LIMITS_API_PORT=$api_port LIMITS_SOURCES=$sources
+  export LIMITS_API_PORT LIMITS_SOURCES
   # every proxy variable names a port nothing listens on: a broker that used one would fail
   HTTP_PROXY="http://127.0.0.1:9" HTTPS_PROXY="http://127.0.0.1:9" ALL_PROXY="http://127.0.0.1:9" \
     http_proxy="http://127.0.0.1:9" https_proxy="http://127.0.0.1:9" \
@@ -84,7 +106,7 @@ setup_file() {
 
 teardown_file() { load lib/common; scenario_teardown_file; }
 
-setup() { load lib/common; load lib/broker; require_broker; }
+setup() { load lib/common; load lib/broker; load lib/per_user_registry; require_broker; }
 
 # lookup METHOD NAMESPACE CREDENTIALS REGISTRY REPO TAG: asks the broker as the policy server
 # does; prints "STATUS SECONDS" and leaves the body in $BATS_TEST_TMPDIR/body.
@@ -255,4 +277,108 @@ realm_refused() {
 
 @test "broker limits: a token realm that is no URL is refused" {
   realm_refused "$HOSTILE_REALM_BAD" "http://[not-an-address]/token"
+}
+
+@test "broker limits: a namespace that did not opt in, or a protected one, gets no Secret read and no registry asked" {
+  local apilog proxylog api_before proxy_before ns
+  apilog="$(e2e_workdir)/registries/apiserver/apiserver.log"
+  proxylog="$(e2e_workdir)/registries/slow/proxy.log"
+  api_before=$(wc -l <"$apilog")
+  proxy_before=$(grep -c "connection" "$proxylog" || true)
+  run -0 lookup GET team-c s.regcred "$REG_SLOW" private/app v1
+  [[ "$output" == "403 "* ]] || _fail_with "team-c: $output"
+  grep -qF "namespace not enabled for the lookup broker: namespace team-c has not opted in" "$BATS_TEST_TMPDIR/body" ||
+    _fail_with "$(cat "$BATS_TEST_TMPDIR/body")"
+  # whatever their labels, and for a ServiceAccount too
+  for ns in kube-system kubewarden; do
+    run -0 lookup GET "$ns" a.default "$REG_SLOW" private/app v1
+    [[ "$output" == "403 "* ]] || _fail_with "$ns: $output"
+    grep -qF "namespace $ns is never served by the lookup broker" "$BATS_TEST_TMPDIR/body" ||
+      _fail_with "$(cat "$BATS_TEST_TMPDIR/body")"
+  done
+  local reads
+  reads=$(tail -n +"$((api_before + 1))" "$apilog")
+  echo "API server requests: $reads"
+  # team-c's Namespace was read (its label decides), nothing in it; the protected ones not even that
+  grep -q "GET /api/v1/namespaces/team-c " <<<"$reads" || _fail_with "team-c's Namespace was not read"
+  ! grep -qE "/namespaces/team-c/|/namespaces/(kube-system|kubewarden)[/ ]" <<<"$reads" ||
+    _fail_with "the broker read for a namespace it does not serve"
+  [[ "$(grep -c "connection" "$proxylog" || true)" == "$proxy_before" ]] || _fail_with "the registry was asked"
+  jq -se '[.[] | select(.msg == "lookup" and (.namespace == "team-c" or .namespace == "kube-system" or .namespace == "kubewarden"))]
+    | length == 3 and all(.[]; .outcome == "namespaceNotEnabled" and .status == 403)' "$BROKER_LOG" >/dev/null ||
+    _fail_with "not logged as namespaceNotEnabled: $(grep -E 'team-c|kube-system' "$BROKER_LOG")"
+  curl -sf "http://$BROKER_METRICS/metrics" | grep -qx 'broker_lookups_total{outcome="namespaceNotEnabled"} 3'
+}
+
+@test "broker limits: one namespace's silent registry leaves another's lookups of it at their normal time" {
+  local i status took
+  # more lookups of team-b than a registry's 8 slots, each left unanswered for the attempt's 1 s
+  for i in $(seq 1 10); do
+    lookup HEAD team-b s.erin "$REG_SILENT" "slow/app$i" v1 >"$BATS_TEST_TMPDIR/silent-$i" &
+  done
+  sleep 0.3
+  run -0 lookup HEAD team-a s.dave "$REG_SILENT" slow/app v1
+  echo "team-a while team-b waits: $output"
+  read -r status took <<<"$output"
+  [[ "$status" == 200 ]] || _fail_with "team-a got $status"
+  # well under the 1 s a registry slot would free up in, were team-b holding all of them
+  awk -v t="$took" 'BEGIN { exit !(t < 0.7) }' || _fail_with "team-a waited ${took}s behind team-b"
+  wait
+  cat "$BATS_TEST_TMPDIR"/silent-*
+  grep -q "^503 " "$BATS_TEST_TMPDIR/silent-1"
+  # team-b's lookups of the registry now fail at once, team-a's are still made
+  run -0 lookup GET team-b s.erin "$REG_SILENT" slow/app v1
+  [[ "$output" == "503 "* ]] && grep -qF "time out in the last 60 s" "$BATS_TEST_TMPDIR/body" ||
+    _fail_with "team-b: $output $(cat "$BATS_TEST_TMPDIR/body")"
+  run -0 lookup HEAD team-a s.dave "$REG_SILENT" slow/app v1
+  read -r status took <<<"$output"
+  [[ "$status" == 200 ]] && awk -v t="$took" 'BEGIN { exit !(t < 0.7) }' || _fail_with "team-a after: $output"
+}
+
+@test "broker limits: without the tests' loopback allowance a listener on 127.0.0.1 gets no connection, from an image or a token realm" {
+  local listener_log realm_log
+  listener_log="$(e2e_workdir)/registries/loop-listener/proxy.log"
+  realm_log="$(e2e_workdir)/registries/h-realm-loopback/proxy.log"
+  # the realm's registry allowed by name, whatever it resolves to; nothing else on loopback
+  broker_start broker-strict --apiserver-port "$LIMITS_API_PORT" --sources "$LIMITS_SOURCES" --no-loopback-allowance \
+    --allow-registry "localhost:${REALM_ON_LOOPBACK##*:}" --attempt-timeout-ms 1000 --lookup-timeout-ms 1500
+  local registry
+  for registry in "$LOOP_LISTENER" "localhost:${LOOP_LISTENER##*:}"; do
+    run -0 lookup GET team-a n "$registry" app v1
+    [[ "$output" == "400 "* ]] && grep -q UNSUPPORTED "$BATS_TEST_TMPDIR/body" || _fail_with "$registry: $output"
+  done
+  run -0 lookup GET team-a n "localhost:${REALM_ON_LOOPBACK##*:}" app v1
+  echo "$output: $(cat "$BATS_TEST_TMPDIR/body")"
+  [[ "$output" == "503 "* ]] || _fail_with "the realm on loopback: $output"
+  grep -qF "UNAVAILABLE" "$BATS_TEST_TMPDIR/body" && grep -qF "refused destination" "$BATS_TEST_TMPDIR/body" ||
+    _fail_with "no classified refusal"
+  # the caller learns the class, never the address or port (the operator's log has them)
+  ! grep -qE "127\.0\.0\.1|${LOOP_LISTENER##*:}" "$BATS_TEST_TMPDIR/body" || _fail_with "the answer names the destination"
+  last_lookup "localhost:${REALM_ON_LOOPBACK##*:}" | grep -qF "destination refused by policy: http://$LOOP_LISTENER/token"
+  # the registry allowed by name was asked; the listener was never connected to
+  grep -q "GET /v2/app/manifests/v1" "$realm_log" || _fail_with "the allowed registry was not asked: $(cat "$realm_log")"
+  [[ "$(grep -c "connection" "$listener_log" || true)" == 0 ]] || _fail_with "the listener was connected to: $(cat "$listener_log")"
+  registry_stop broker-strict
+}
+
+@test "broker limits: a key directory that cannot be read any more turns /readyz 503 until it can" {
+  local keys
+  broker_start broker-reload --apiserver-port "$LIMITS_API_PORT" --sources "$LIMITS_SOURCES" \
+    --reload-seconds 1 --reload-failure-seconds 1
+  keys="$(e2e_workdir)/registries/broker-reload/keys"
+  readyz() { [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$BROKER_METRICS/readyz")" == "$1" ]]; }
+  readyz 200 || _fail_with "not ready at start"
+  # a file that is no key (too short): the whole reading fails, the old keys are kept
+  printf 'e2e-not-a-key-7h2x' >"$keys/broken"
+  wait_until 10 readyz 503 || _fail_with "still ready with a broken key directory"
+  jq -se --arg f "$keys/broken" 'any(.[]; .msg == "reloadFailed" and .level == "WARN" and .what == "keys" and (.error | contains($f)))' "$BROKER_LOG" >/dev/null ||
+    _fail_with "no warning naming the file: $(cat "$BROKER_LOG")"
+  ! grep -q "e2e-not-a-key-7h2x" "$BROKER_LOG" || _fail_with "the file's content was logged"
+  curl -sf "http://$BROKER_METRICS/metrics" | grep -qE '^broker_reload_failures_total\{what="keys"\} [1-9]'
+  # lookups go on with the keys held
+  run -0 lookup HEAD team-a s.direct "$REG_AUTH" private/app v1
+  [[ "$output" == "200 "* ]] || _fail_with "$output"
+  rm "$keys/broken"
+  wait_until 10 readyz 200 || _fail_with "not ready again after a good reading"
+  registry_stop broker-reload
 }

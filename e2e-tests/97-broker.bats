@@ -35,6 +35,12 @@ setup_file() {
     pull_secret_yaml team-b regcred "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
     pull_secret_yaml team-b slow "$REG_SILENT" "$(pur_user erin)" "$(pur_password erin)"
     pull_secret_yaml kube-system admin "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    # team-a and team-b opted in; kube-system's label is ignored, team-c has none
+    broker_namespace_yaml team-a
+    broker_namespace_yaml team-b
+    broker_namespace_yaml kube-system
+    broker_namespace_yaml team-c -
+    pull_secret_yaml team-c regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: default" \
       "  namespace: kube-system"
     broker_key_secret_yaml
@@ -175,6 +181,22 @@ no_broker_in_messages() {
   output=$(broker_validate ps brokered "$req")
   assert_rejected
   assert_message_contains "malformed pull secret" "team-a/broken"
+}
+
+@test "broker: a namespace that did not opt in gets a warning saying so, no registry asked" {
+  # a missing tag: a lookup made with team-c's secret would deny it
+  req=$(pod team-c "$REG_AUTH/private/app:v9" regcred)
+  output=$(broker_validate ps brokered "$req")
+  assert_allowed
+  assert_warning_contains "app" "not checked: namespace team-c has not opted in to the lookup broker"
+  no_broker_in_messages
+  broker_lookups_of team-c | jq -se 'length > 0 and all(.[]; .outcome == "namespaceNotEnabled" and .status == 403)' >/dev/null ||
+    _fail_with "the broker looked team-c up: $(broker_lookups_of team-c)"
+  # (the policy server reads team-c's secrets itself, for the policy's routing, from the same
+  # fake API server: that the broker reads none is shown on the broker alone, in
+  # 97-broker-limits.bats)
+  jq -se 'all(.[]; .msg != "lookup" or .namespace != "team-c" or ((.attempts // "[]") | fromjson | length) == 0)' "$BROKER_LOG" >/dev/null ||
+    _fail_with "a registry was asked for team-c"
 }
 
 @test "broker: a policy server without the broker credential, or with a wrong one: a warning, never a denial" {

@@ -3,8 +3,12 @@
 # 97-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
 # registry_stop_all stops them with the registries.
 #
-#   broker_start broker {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD] [ARGS...]
-#       (sealing keys: $BROKER_KEY, the one the policy reads from broker_key_secret_yaml)
+#   broker_start broker {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD]
+#                [--no-loopback-allowance] [ARGS...]
+#       (sealing keys: $BROKER_KEY, the one the policy reads from broker_key_secret_yaml; the
+#       tests' registries are on loopback, which the broker refuses by default: it is allowed
+#       unless --no-loopback-allowance)
+#   broker_namespace_yaml NAMESPACE [VALUE|-]   # a Namespace that opted in (or VALUE, - none)
 #       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
@@ -29,6 +33,15 @@ BROKER_KEY_SECRET='{"namespace": "kubewarden", "name": "broker-key"}'
 broker_key_secret_yaml() {
   printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: broker-key" \
     "  namespace: kubewarden" "type: Opaque" "data:" "  key: $(printf '%s' "$BROKER_KEY" | base64 -w0)"
+}
+
+# broker_namespace_yaml NAMESPACE [VALUE|-]: a Namespace for the fake API server labelled
+# resolvable-images.kubewarden.io/broker=VALUE (default `enabled`; `-`: no label). The broker
+# serves only namespaces that opted in with that label (docs/broker.md).
+broker_namespace_yaml() {
+  local value=${2:-enabled}
+  printf '%s\n' "---" "apiVersion: v1" "kind: Namespace" "metadata:" "  name: $1"
+  [[ "$value" == - ]] || printf '%s\n' "  labels:" "    resolvable-images.kubewarden.io/broker: $value"
 }
 
 # broker_seal BODY ASKED [KEY [EXPIRES [HOST]]]: the r3 name of BODY (`<namespace>/<credentials>/
@@ -77,17 +90,19 @@ broker_bin() {
 # shellcheck source=e2e-tests/lib/policy_server.bash
 source "$E2E_DIR/lib/policy_server.bash"
 
-# broker_start NAME {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD] [ARGS...]
+# broker_start NAME {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD]
+#   [--no-loopback-allowance] [ARGS...]
 broker_start() {
   local name=$1 dir port attempt api="" kubeconfig="" sources="" user=$BROKER_CALLER_USER password=$BROKER_CALLER_PASSWORD
   shift
-  local -a extra=()
+  local -a extra=() loopback=(--allow-destination 127.0.0.0/8)
   while (($#)); do
     case "$1" in
       --apiserver-port) api=$2; shift 2 ;;
       --kubeconfig) kubeconfig=$2; shift 2 ;;
       --sources) sources=$2; shift 2 ;;
       --caller) user=$2 password=$3; shift 3 ;;
+      --no-loopback-allowance) loopback=(); shift ;;
       *) extra+=("$1"); shift ;;
     esac
   done
@@ -104,7 +119,7 @@ broker_start() {
     # 3>&- : bats waits for every process holding its fd 3
     KUBECONFIG=${kubeconfig:-${KUBECONFIG:-}} "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
       --caller-dir "$dir/caller" --key-dir "$dir/keys" "${where[@]}" --sources "$sources" \
-      --own-host "127.0.0.1:$port" --own-host "localhost:$port" --allow-destination 127.0.0.0/8 "${extra[@]}" \
+      --own-host "127.0.0.1:$port" --own-host "localhost:$port" "${loopback[@]}" "${extra[@]}" \
       >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
     echo $! >"$dir/pid"
     if wait_until 10 grep -qs '"msg":"listening"' "$dir/broker.log"; then
