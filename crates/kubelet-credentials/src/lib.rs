@@ -46,6 +46,13 @@ pub use keyring::Keyring;
 pub use pod_secrets::{distinct_names, service_account_secret_names, SecretSource};
 pub use secret::{parse_pull_secret, SecretError};
 
+/// Whether the keyring glob `glob` (a host glob with an optional port and path, no scheme)
+/// covers `image` (a repository without tag), as `URLsMatchStr`: the rule of `auths` keys,
+/// of credential providers' `matchImages` and of the keys of their answers.
+pub fn url_matches(glob: &str, image: &str) -> bool {
+    keyring::urls_match_str(glob.as_bytes(), image.as_bytes())
+}
+
 /// A Secret's `data` value as the API server sends it (padded standard base64), decoded as
 /// the kubelet decodes it; `None` when it is not base64.
 pub fn decode_secret_data(encoded: &str) -> Option<Vec<u8>> {

@@ -1,0 +1,360 @@
+//! `CredentialProviderConfig` (`kubelet.config.k8s.io/v1`), the file of the kubelet's
+//! `--image-credential-provider-config`, read and checked as the kubelet checks it
+//! (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>):
+//! unknown fields refused, every provider named once, with `matchImages`, a
+//! `defaultCacheDuration` and a known `apiVersion`; `tokenAttributes` only for `v1` plugins.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::duration::parse_go_duration;
+
+/// The `apiVersion`s of the config file the kubelet reads.
+const CONFIG_API_VERSIONS: [&str; 3] = [
+    "kubelet.config.k8s.io/v1",
+    "kubelet.config.k8s.io/v1beta1",
+    "kubelet.config.k8s.io/v1alpha1",
+];
+/// The `apiVersion`s of the exec protocol a provider may speak.
+const PLUGIN_API_VERSIONS: [&str; 3] = [
+    "credentialprovider.kubelet.k8s.io/v1",
+    "credentialprovider.kubelet.k8s.io/v1beta1",
+    "credentialprovider.kubelet.k8s.io/v1alpha1",
+];
+
+/// Why a config file cannot be used; the broker does not start with it, as the kubelet does not.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a `CredentialProviderConfig`.
+    #[error("{}: not a CredentialProviderConfig: {source}", path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// The document parsed but breaks a rule the kubelet enforces.
+    #[error("{}: {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Which rule, naming the provider.
+        problem: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ConfigFile {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    providers: Vec<ProviderFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ProviderFile {
+    name: String,
+    #[serde(default)]
+    match_images: Vec<String>,
+    default_cache_duration: Option<String>,
+    api_version: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Vec<EnvVar>,
+    token_attributes: Option<TokenAttributesFile>,
+}
+
+/// One `env` entry of a provider: set for the plugin over the broker's own environment.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVar {
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TokenAttributesFile {
+    service_account_token_audience: String,
+    require_service_account: Option<bool>,
+    #[serde(default)]
+    required_service_account_annotation_keys: Vec<String>,
+    #[serde(default)]
+    optional_service_account_annotation_keys: Vec<String>,
+    cache_type: Option<TokenCacheType>,
+}
+
+/// How credentials got with a ServiceAccount token are cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum TokenCacheType {
+    /// Per token: a credential is reused only while the same token is.
+    Token,
+    /// Per ServiceAccount (namespace, name, UID and the annotations passed).
+    ServiceAccount,
+}
+
+/// A provider's `tokenAttributes`: the plugin gets a token of the pod's ServiceAccount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenAttributes {
+    /// The audience the token is requested for.
+    pub audience: String,
+    /// Without a ServiceAccount the plugin is not run (else it runs without a token).
+    pub require_service_account: bool,
+    /// Annotations of the ServiceAccount the plugin needs: one missing, and it is not run.
+    pub required_annotations: Vec<String>,
+    /// Annotations passed when the ServiceAccount has them.
+    pub optional_annotations: Vec<String>,
+    /// How its answers are cached.
+    pub cache_type: TokenCacheType,
+}
+
+/// One configured provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provider {
+    /// The executable's name in the bin directory.
+    pub name: String,
+    /// The images it is asked about (keyring globs).
+    pub match_images: Vec<String>,
+    /// How long an answer without `cacheDuration` is kept (zero: not kept).
+    pub default_cache_duration: Duration,
+    /// The protocol version it speaks, sent as the request's `apiVersion`.
+    pub api_version: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its extra environment.
+    pub env: Vec<EnvVar>,
+    /// Whether it gets a ServiceAccount token.
+    pub token_attributes: Option<TokenAttributes>,
+}
+
+/// Reads and checks the config file at `path`.
+pub fn load(path: &Path) -> Result<Vec<Provider>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let file: ConfigFile = serde_yaml::from_str(&text).map_err(|source| ConfigError::Syntax {
+        path: path.to_owned(),
+        source,
+    })?;
+    check(file).map_err(|problem| ConfigError::Invalid {
+        path: path.to_owned(),
+        problem,
+    })
+}
+
+fn check(file: ConfigFile) -> Result<Vec<Provider>, String> {
+    if !CONFIG_API_VERSIONS.contains(&file.api_version.as_str()) {
+        return Err(format!("unknown apiVersion {:?}", file.api_version));
+    }
+    if file.kind != "CredentialProviderConfig" {
+        return Err(format!(
+            "kind {:?} is not CredentialProviderConfig",
+            file.kind
+        ));
+    }
+    if file.providers.is_empty() {
+        return Err("at least one provider is required".into());
+    }
+    let mut names = HashSet::new();
+    file.providers
+        .into_iter()
+        .map(|provider| {
+            let name = provider.name.clone();
+            if !names.insert(name.clone()) {
+                return Err(format!("provider {name:?} is named twice"));
+            }
+            check_provider(provider).map_err(|problem| format!("provider {name:?}: {problem}"))
+        })
+        .collect()
+}
+
+fn check_provider(provider: ProviderFile) -> Result<Provider, String> {
+    let name = provider.name;
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+        return Err("name must be a file name of the bin directory".into());
+    }
+    if provider.match_images.is_empty() {
+        return Err("matchImages is required".into());
+    }
+    if let Some(bad) = provider.match_images.iter().find(|m| !valid_match_image(m)) {
+        return Err(format!("matchImages entry {bad:?} is not a registry glob"));
+    }
+    let default_cache_duration = provider
+        .default_cache_duration
+        .as_deref()
+        .ok_or("defaultCacheDuration is required")?;
+    let default_cache_duration = parse_go_duration(default_cache_duration).ok_or_else(|| {
+        format!("defaultCacheDuration {default_cache_duration:?} is not a duration")
+    })?;
+    if !PLUGIN_API_VERSIONS.contains(&provider.api_version.as_str()) {
+        return Err(format!("unknown apiVersion {:?}", provider.api_version));
+    }
+    let token_attributes = provider
+        .token_attributes
+        .map(|attributes| check_token_attributes(attributes, &provider.api_version))
+        .transpose()?;
+    Ok(Provider {
+        name,
+        match_images: provider.match_images,
+        default_cache_duration,
+        api_version: provider.api_version,
+        args: provider.args,
+        env: provider.env,
+        token_attributes,
+    })
+}
+
+fn check_token_attributes(
+    attributes: TokenAttributesFile,
+    api_version: &str,
+) -> Result<TokenAttributes, String> {
+    if api_version != PLUGIN_API_VERSIONS[0] {
+        return Err("tokenAttributes need apiVersion credentialprovider.kubelet.k8s.io/v1".into());
+    }
+    if attributes.service_account_token_audience.trim().is_empty() {
+        return Err("tokenAttributes.serviceAccountTokenAudience is required".into());
+    }
+    let require_service_account = attributes
+        .require_service_account
+        .ok_or("tokenAttributes.requireServiceAccount is required")?;
+    let required = &attributes.required_service_account_annotation_keys;
+    let optional = &attributes.optional_service_account_annotation_keys;
+    if !require_service_account && !required.is_empty() {
+        return Err("requiredServiceAccountAnnotationKeys need requireServiceAccount".into());
+    }
+    let mut seen = HashSet::new();
+    if let Some(key) = required.iter().chain(optional).find(|k| !seen.insert(*k)) {
+        return Err(format!("annotation key {key:?} is listed twice"));
+    }
+    Ok(TokenAttributes {
+        audience: attributes.service_account_token_audience,
+        require_service_account,
+        required_annotations: attributes.required_service_account_annotation_keys,
+        optional_annotations: attributes.optional_service_account_annotation_keys,
+        // the kubelet's default when the field is left out
+        cache_type: attributes
+            .cache_type
+            .unwrap_or(TokenCacheType::ServiceAccount),
+    })
+}
+
+/// A `matchImages` entry: a host glob, with an optional port and path, no scheme.
+fn valid_match_image(entry: &str) -> bool {
+    !entry.is_empty()
+        && !entry.contains("://")
+        && kubelet_credentials::url_matches(entry, entry.replace('*', "x").as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Vec<Provider>, String> {
+        let file: ConfigFile = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        check(file)
+    }
+
+    const ECR_LIKE: &str = "
+apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: ecr-credential-provider
+    matchImages: ['*.dkr.ecr.*.amazonaws.com', '*.dkr.ecr.*.amazonaws.com.cn']
+    defaultCacheDuration: 12h
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    args: [get-credentials]
+    env: [{name: AWS_PROFILE, value: node}]
+";
+
+    #[test]
+    fn a_cloud_config_reads_whole() {
+        let providers = parse(ECR_LIKE).expect("valid");
+        assert_eq!(providers.len(), 1);
+        let p = &providers[0];
+        assert_eq!(p.name, "ecr-credential-provider");
+        assert_eq!(p.match_images.len(), 2);
+        assert_eq!(p.default_cache_duration, Duration::from_secs(12 * 3600));
+        assert_eq!(p.args, ["get-credentials"]);
+        assert_eq!(p.env[0].name, "AWS_PROFILE");
+        assert_eq!(p.token_attributes, None);
+    }
+
+    #[test]
+    fn token_attributes_read_with_their_keys() {
+        let yaml = "
+apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: p
+    matchImages: [registry.example.test]
+    defaultCacheDuration: 1m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    tokenAttributes:
+      serviceAccountTokenAudience: registry.example.test
+      requireServiceAccount: true
+      requiredServiceAccountAnnotationKeys: [example.test/role]
+      optionalServiceAccountAnnotationKeys: [example.test/scope]
+      cacheType: Token
+";
+        let t = parse(yaml).expect("valid")[0]
+            .token_attributes
+            .clone()
+            .expect("tokenAttributes");
+        assert_eq!(t.audience, "registry.example.test");
+        assert!(t.require_service_account);
+        assert_eq!(t.required_annotations, ["example.test/role"]);
+        assert_eq!(t.optional_annotations, ["example.test/scope"]);
+        assert_eq!(t.cache_type, TokenCacheType::Token);
+    }
+
+    #[test]
+    fn what_the_kubelet_refuses_is_refused_with_the_rule() {
+        let base = |provider: &str| {
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n{provider}"
+            )
+        };
+        let ok = "  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n";
+        let cases = [
+            ("  - {name: p, defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "matchImages is required"),
+            ("  - {name: p, matchImages: [r.test], apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "defaultCacheDuration is required"),
+            ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1d, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "is not a duration"),
+            ("  - {name: ../p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "file name"),
+            ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v9}\n", "unknown apiVersion"),
+            ("  - {name: p, matchImages: ['https://r.test'], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "not a registry glob"),
+            ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1beta1, tokenAttributes: {serviceAccountTokenAudience: a, requireServiceAccount: true}}\n", "need apiVersion"),
+            ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1, tokenAttributes: {serviceAccountTokenAudience: a}}\n", "requireServiceAccount is required"),
+        ];
+        for (provider, problem) in cases {
+            let error = parse(&base(provider)).expect_err(provider);
+            assert!(error.contains(problem), "{provider}: {error}");
+        }
+        let twice = parse(&base(&format!("{ok}{ok}"))).expect_err("twice");
+        assert!(twice.contains("named twice"), "{twice}");
+        let unknown = parse(&base(
+            "  - {name: p, matchImage: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n",
+        ))
+        .expect_err("unknown field");
+        assert!(unknown.contains("matchImage"), "{unknown}");
+        assert!(parse(&base(ok)).is_ok());
+    }
+}
