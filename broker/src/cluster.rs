@@ -136,9 +136,12 @@ fn read_ca(path: &PathBuf) -> Result<Vec<Vec<u8>>, ClusterError> {
     Ok(certs.into_iter().map(|c| c.to_vec()).collect())
 }
 
+/// An object read (as JSON), or its absence.
 #[derive(Clone)]
-enum Fetched {
+pub(crate) enum Fetched {
+    /// The object.
     Object(Arc<Value>),
+    /// The API server said it does not exist.
     Missing,
 }
 
@@ -206,6 +209,11 @@ impl Cluster {
             ttl,
             cache: Mutex::default(),
         })
+    }
+
+    /// The API client, for requests that are not cached reads (TokenRequests).
+    pub(crate) fn client(&self) -> kube::Client {
+        self.client.clone()
     }
 
     /// The keyring `credentials` give in `namespace`. Missing secrets and secrets of another
@@ -276,7 +284,7 @@ impl Cluster {
 
     /// The object `namespace/name` of kind `K` as JSON (what `kubelet-credentials` reads), from
     /// the cache while it is fresh.
-    async fn get<K>(&self, namespace: &str, name: &str) -> Result<Fetched, ClusterError>
+    pub(crate) async fn get<K>(&self, namespace: &str, name: &str) -> Result<Fetched, ClusterError>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
             + Clone

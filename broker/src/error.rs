@@ -57,6 +57,9 @@ pub enum StartupError {
     /// The API server's configuration.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// `--image-credential-provider-config` cannot be used.
+    #[error(transparent)]
+    CredentialProviders(#[from] credential_provider::ConfigError),
     /// `--sources` does not parse.
     #[error(transparent)]
     Sources(#[from] registry_client::ConfigError),

@@ -12,6 +12,7 @@ mod gates;
 mod keys;
 mod logs;
 mod metrics;
+mod providers;
 mod server;
 mod service;
 mod tenancy;
@@ -179,6 +180,21 @@ struct Args {
     /// `terminationGracePeriodSeconds` (30 s by default), and it over --lookup-timeout-ms.
     #[arg(long, env = "BROKER_DRAIN_SECONDS", default_value_t = 5)]
     drain_seconds: u64,
+    /// The node's CredentialProviderConfig (the kubelet's flag of the same name): lookups also
+    /// try the credentials of the plugins matching the image, after the pull secrets'.
+    #[arg(
+        long,
+        env = "BROKER_IMAGE_CREDENTIAL_PROVIDER_CONFIG",
+        requires = "image_credential_provider_bin_dir"
+    )]
+    image_credential_provider_config: Option<PathBuf>,
+    /// Where the plugins of --image-credential-provider-config are.
+    #[arg(
+        long,
+        env = "BROKER_IMAGE_CREDENTIAL_PROVIDER_BIN_DIR",
+        requires = "image_credential_provider_config"
+    )]
+    image_credential_provider_bin_dir: Option<PathBuf>,
 }
 
 fn networks(list: &[String]) -> Result<Vec<Network>, StartupError> {
@@ -290,7 +306,18 @@ impl Args {
             metrics,
             tenancy,
         };
-        Ok(Broker::new(parts, limits))
+        let broker = Broker::new(parts, limits);
+        Ok(
+            match (
+                &self.image_credential_provider_config,
+                &self.image_credential_provider_bin_dir,
+            ) {
+                (Some(config), Some(bin_dir)) => {
+                    broker.with_providers(providers::NodeProviders::load(config, bin_dir)?)
+                }
+                _ => broker,
+            },
+        )
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 /// The outcomes a lookup is counted under.
 /// The lookup log line's `outcome` words (service.rs, unanswerable.rs, and the credential
 /// loop's `Outcome::word`).
-pub const OUTCOMES: [&str; 10] = [
+pub const OUTCOMES: [&str; 11] = [
     "found",
     "notFound",
     "unauthorized",

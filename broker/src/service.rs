@@ -25,6 +25,7 @@ use crate::gates::{Closed, GateLimits, Gates, Pass};
 use crate::keys::Keys;
 use crate::logs;
 use crate::metrics::Metrics;
+use crate::providers::{Given, NodeProviders};
 use crate::tenancy::{self, NotServed, Tenancy};
 use crate::unanswerable::{Overload, Unanswerable};
 
@@ -70,6 +71,15 @@ pub struct Broker {
     /// Limits.
     pub limits: Limits,
     gates: Gates,
+    providers: Option<NodeProviders>,
+}
+
+/// One try of the loop once the node's credential providers are asked.
+enum Try {
+    /// A credential (`None`: the anonymous pull of an image nothing covers).
+    Credential(Option<Credential>),
+    /// A plugin that failed: an attempt without a definitive answer.
+    Failed(String),
 }
 
 /// What a broker is made of, apart from its limits.
@@ -123,7 +133,14 @@ impl Broker {
             tenancy: parts.tenancy,
             limits,
             gates,
+            providers: None,
         }
+    }
+
+    /// The broker, also trying the credentials of the node's credential provider plugins.
+    pub fn with_providers(mut self, providers: NodeProviders) -> Self {
+        self.providers = Some(providers);
+        self
     }
 
     /// Answers one request of the distribution API.
@@ -262,13 +279,22 @@ impl Broker {
                 Reference::with_digest(registry.clone(), name.repository.clone(), digest.clone())
             }
         };
-        let lookup = credential_loop::run(
-            credentials,
-            deadline,
-            self.limits.lookup_timeout,
-            |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get),
-        )
-        .await;
+        let asked_providers = self.providers.as_ref().is_some_and(|p| p.cover(&image));
+        let lookup = match &self.providers {
+            Some(providers) if asked_providers => {
+                self.with_node_providers(providers, credentials, &name, &upstream, get, deadline)
+                    .await
+            }
+            _ => {
+                credential_loop::run(
+                    credentials,
+                    deadline,
+                    self.limits.lookup_timeout,
+                    |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get),
+                )
+                .await
+            }
+        };
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
         }
@@ -277,7 +303,79 @@ impl Broker {
             self.metrics.attempt(attempt.word());
         }
         line.outcome = lookup.outcome.word();
-        Ok(outcome_answer(lookup.outcome, &name, line))
+        Ok(outcome_answer(lookup.outcome, &name, asked_providers, line))
+    }
+
+    /// The credential loop when plugins cover the image: the pull secrets' credentials first
+    /// (plugins are not run when one of them finds it), then the plugins' credentials and
+    /// failures, every one tried; the anonymous pull only when neither gave a credential.
+    async fn with_node_providers(
+        &self,
+        providers: &NodeProviders,
+        secrets: Vec<Credential>,
+        name: &BrokeredName,
+        upstream: &Reference,
+        get: bool,
+        deadline: Deadline,
+    ) -> credential_loop::Lookup {
+        let timeout = self.limits.lookup_timeout;
+        let mut before = Vec::new();
+        if !secrets.is_empty() {
+            let first = credential_loop::run(secrets, deadline, timeout, |credential| {
+                self.attempt(upstream, credential.as_ref().map(auth_of), get)
+            })
+            .await;
+            if matches!(first.outcome, Outcome::Found { .. }) || !first.complete {
+                return first;
+            }
+            before = first.attempts;
+        }
+        let image = format!("{}/{}", name.registry, name.repository);
+        let given = tokio::time::timeout_at(
+            deadline,
+            providers.credentials(&self.cluster, &name.namespace, &name.credentials, &image),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            vec![Given::Failed(format!(
+                "the credential providers gave no answer within {} ms",
+                timeout.as_millis()
+            ))]
+        });
+        let mut tries: Vec<Try> = given
+            .into_iter()
+            .map(|g| match g {
+                Given::Credential(c) => Try::Credential(Some(c)),
+                Given::Failed(reason) => Try::Failed(reason),
+            })
+            .collect();
+        let credential_given = tries.iter().any(|t| matches!(t, Try::Credential(_)));
+        if before.is_empty() && !credential_given {
+            tries.push(Try::Credential(None));
+        }
+        if tries.is_empty() {
+            return credential_loop::Lookup {
+                outcome: credential_loop::conclude(&before, true),
+                attempts: before,
+                complete: true,
+            };
+        }
+        let second = credential_loop::run(tries, deadline, timeout, |t| async move {
+            match t {
+                Some(Try::Failed(reason)) => Attempt::Failed(Unanswered::Indefinite(reason)),
+                Some(Try::Credential(c)) => {
+                    self.attempt(upstream, c.as_ref().map(auth_of), get).await
+                }
+                None => self.attempt(upstream, None, get).await,
+            }
+        })
+        .await;
+        before.extend(second.attempts);
+        credential_loop::Lookup {
+            outcome: credential_loop::conclude(&before, second.complete),
+            attempts: before,
+            complete: second.complete,
+        }
     }
 
     /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, any
@@ -393,7 +491,12 @@ fn found_answer(found: Found) -> Answer {
 
 /// A 404 with the registry's own envelope, else a `MANIFEST_UNKNOWN` one.
 /// The answer a lookup's outcome gets, its details written to the log line.
-fn outcome_answer(outcome: Outcome, name: &BrokeredName, line: &mut LogLine) -> Answer {
+fn outcome_answer(
+    outcome: Outcome,
+    name: &BrokeredName,
+    asked_providers: bool,
+    line: &mut LogLine,
+) -> Answer {
     match outcome {
         Outcome::Found { index, found } => {
             line.served_by = Some(index);
@@ -405,9 +508,14 @@ fn outcome_answer(outcome: Outcome, name: &BrokeredName, line: &mut LogLine) -> 
             "DENIED",
             // oci-client shows only the message: it starts with the word clients classify by
             &format!(
-                "denied: {} refused every credential the pod's pull secrets give it ({})",
+                "denied: {} refused every credential the pod's pull secrets give it ({}{})",
                 name.registry,
-                describe(&name.credentials)
+                describe(&name.credentials),
+                if asked_providers {
+                    ", and the node's credential providers"
+                } else {
+                    ""
+                }
             ),
         ),
         Outcome::Unreachable { reason } => {

@@ -1,0 +1,99 @@
+//! A credential provider plugin of the kubelet's exec protocol, for the broker's end-to-end
+//! tests: it reads a `CredentialProviderRequest` on stdin and, as its arguments (from the
+//! `args` of the CredentialProviderConfig the test writes) say:
+//!
+//! - `--record FILE`: appends the request, one JSON line, to FILE (the token included: the
+//!   tests' fake API server issues fake tokens);
+//! - `--fail`: exits 1 without an answer; `--hang`: sleeps for an hour;
+//! - otherwise answers `--username` and the password in `$TEST_PROVIDER_PASSWORD` (from the
+//!   config's `env`, so that it is not in a process list) under the key `--key` (default: the
+//!   image's registry), with `--cache-key-type` (default `Registry`) and `--cache-duration`
+//!   (default: none, the provider's `defaultCacheDuration`).
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// What the arguments ask for.
+#[derive(Default)]
+struct Options {
+    record: Option<String>,
+    fail: bool,
+    hang: bool,
+    username: String,
+    key: Option<String>,
+    cache_key_type: Option<String>,
+    cache_duration: Option<String>,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--record" => options.record = Some(value()?),
+            "--fail" => options.fail = true,
+            "--hang" => options.hang = true,
+            "--username" => options.username = value()?,
+            "--key" => options.key = Some(value()?),
+            "--cache-key-type" => options.cache_key_type = Some(value()?),
+            "--cache-duration" => options.cache_duration = Some(value()?),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(options)
+}
+
+fn run() -> Result<(), String> {
+    let options = options()?;
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| format!("stdin: {e}"))?;
+    let request: Value = serde_json::from_str(&input).map_err(|e| format!("request: {e}"))?;
+    if let Some(path) = &options.record {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("{path}: {e}"))?;
+        writeln!(file, "{request}").map_err(|e| format!("{path}: {e}"))?;
+    }
+    if options.hang {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+    if options.fail {
+        return Err("failing as asked".into());
+    }
+    let image = request["image"]
+        .as_str()
+        .ok_or("the request has no image")?;
+    let key = options
+        .key
+        .unwrap_or_else(|| image.split('/').next().unwrap_or(image).to_owned());
+    let password = std::env::var("TEST_PROVIDER_PASSWORD").unwrap_or_default();
+    let mut answer = json!({
+        "apiVersion": request["apiVersion"],
+        "kind": "CredentialProviderResponse",
+        "cacheKeyType": options.cache_key_type.as_deref().unwrap_or("Registry"),
+        "auth": {key: {"username": options.username, "password": password}},
+    });
+    if let Some(duration) = options.cache_duration {
+        answer["cacheDuration"] = json!(duration);
+    }
+    println!("{answer}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(problem) => {
+            eprintln!("test-credential-provider: {problem}");
+            ExitCode::FAILURE
+        }
+    }
+}
