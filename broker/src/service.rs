@@ -271,7 +271,33 @@ impl Broker {
             .cloned()
             .collect();
         line.matched = Some(credentials.len());
-        let upstream = match &reference {
+        let (lookup, asked_providers) = self
+            .run_loop(credentials, &name, &reference, get, deadline)
+            .await;
+        if lookup.attempts.iter().any(Attempt::registry_was_silent) {
+            pass.went_silent(self.limits.silent_backoff);
+        }
+        line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
+        for attempt in &lookup.attempts {
+            self.metrics.attempt(attempt.word());
+        }
+        line.outcome = lookup.outcome.word();
+        Ok(outcome_answer(lookup.outcome, &name, asked_providers, line))
+    }
+
+    /// The credential loop over `credentials`, and the node's plugins when one covers the
+    /// image; says whether the plugins were asked.
+    async fn run_loop(
+        &self,
+        credentials: Vec<Credential>,
+        name: &BrokeredName,
+        reference: &ManifestReference,
+        get: bool,
+        deadline: Deadline,
+    ) -> (credential_loop::Lookup, bool) {
+        let registry = name.registry.clone();
+        let image = format!("{}/{}", name.registry, name.repository);
+        let upstream = match reference {
             ManifestReference::Tag(tag) => {
                 Reference::with_tag(registry.clone(), name.repository.clone(), tag.clone())
             }
@@ -282,7 +308,7 @@ impl Broker {
         let asked_providers = self.providers.as_ref().is_some_and(|p| p.cover(&image));
         let lookup = match &self.providers {
             Some(providers) if asked_providers => {
-                self.with_node_providers(providers, credentials, &name, &upstream, get, deadline)
+                self.with_node_providers(providers, credentials, name, &upstream, get, deadline)
                     .await
             }
             _ => {
@@ -295,15 +321,7 @@ impl Broker {
                 .await
             }
         };
-        if lookup.attempts.iter().any(Attempt::registry_was_silent) {
-            pass.went_silent(self.limits.silent_backoff);
-        }
-        line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
-        for attempt in &lookup.attempts {
-            self.metrics.attempt(attempt.word());
-        }
-        line.outcome = lookup.outcome.word();
-        Ok(outcome_answer(lookup.outcome, &name, asked_providers, line))
+        (lookup, asked_providers)
     }
 
     /// The credential loop when plugins cover the image: the pull secrets' credentials first
