@@ -3,8 +3,13 @@
 //! (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>):
 //! unknown fields refused, every provider named once, with `matchImages`, a
 //! `defaultCacheDuration` and a known `apiVersion`; `tokenAttributes` only for `v1` plugins.
+//!
+//! The broker reads it from the kubelet's file ([`load`], feature `plugins`); the policy reads
+//! the same object from its settings ([`CredentialProviderConfig`], through any serde format),
+//! and both check it with [`CredentialProviderConfig::check`].
 
 use std::collections::HashSet;
+#[cfg(feature = "plugins")]
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,6 +31,7 @@ const PLUGIN_API_VERSIONS: [&str; 3] = [
 ];
 
 /// Why a config file cannot be used; the broker does not start with it, as the kubelet does not.
+#[cfg(feature = "plugins")]
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
@@ -56,16 +62,18 @@ pub enum ConfigError {
     },
 }
 
-#[derive(Debug, Deserialize)]
+/// A `CredentialProviderConfig` as written, field for field (unknown fields refused): checked
+/// by [`CredentialProviderConfig::check`] into [`Provider`]s.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ConfigFile {
+pub struct CredentialProviderConfig {
     api_version: String,
     kind: String,
     #[serde(default)]
     providers: Vec<ProviderFile>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ProviderFile {
     name: String,
@@ -90,7 +98,7 @@ pub struct EnvVar {
     pub value: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct TokenAttributesFile {
     service_account_token_audience: String,
@@ -146,22 +154,69 @@ pub struct Provider {
 }
 
 /// Reads and checks the config file at `path`.
+#[cfg(feature = "plugins")]
 pub fn load(path: &Path) -> Result<Vec<Provider>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
         source,
     })?;
-    let file: ConfigFile = serde_yaml::from_str(&text).map_err(|source| ConfigError::Syntax {
-        path: path.to_owned(),
-        source,
-    })?;
-    check(file).map_err(|problem| ConfigError::Invalid {
+    let file: CredentialProviderConfig =
+        serde_yaml::from_str(&text).map_err(|source| ConfigError::Syntax {
+            path: path.to_owned(),
+            source,
+        })?;
+    file.check().map_err(|problem| ConfigError::Invalid {
         path: path.to_owned(),
         problem,
     })
 }
 
-fn check(file: ConfigFile) -> Result<Vec<Provider>, String> {
+impl CredentialProviderConfig {
+    /// The providers, checked as the kubelet checks them; the rule broken, naming the provider.
+    pub fn check(self) -> Result<Vec<Provider>, String> {
+        check(self)
+    }
+}
+
+impl Provider {
+    /// Whether the kubelet asks this provider about `image` (a repository without tag, as
+    /// `registry/path`): one of its `matchImages` globs matches it as a keyring key does.
+    pub fn matches(&self, image: &str) -> bool {
+        self.match_images
+            .iter()
+            .any(|glob| kubelet_credentials::url_matches(glob, image))
+    }
+}
+
+impl TokenAttributes {
+    /// Why the kubelet does not run the provider for a pod, or `None` when it does:
+    /// `account` is the pod's ServiceAccount, as whether it has an annotation (`None` when the
+    /// pod has none). The kubelet skips a provider that requires a ServiceAccount the pod
+    /// lacks, and one whose required annotation the ServiceAccount lacks; the provider then
+    /// gives the pod nothing.
+    pub fn skipped_for(&self, account: Option<&dyn Fn(&str) -> bool>) -> Option<Skipped<'_>> {
+        match account {
+            None if self.require_service_account => Some(Skipped::NoServiceAccount),
+            None => None,
+            Some(has) => self
+                .required_annotations
+                .iter()
+                .find(|key| !has(key))
+                .map(|key| Skipped::MissingAnnotation(key)),
+        }
+    }
+}
+
+/// Why the kubelet does not run a provider with `tokenAttributes` for a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped<'a> {
+    /// `requireServiceAccount`, and the pod has no ServiceAccount.
+    NoServiceAccount,
+    /// The ServiceAccount lacks this `requiredServiceAccountAnnotationKeys` entry.
+    MissingAnnotation(&'a str),
+}
+
+fn check(file: CredentialProviderConfig) -> Result<Vec<Provider>, String> {
     if !CONFIG_API_VERSIONS.contains(&file.api_version.as_str()) {
         return Err(format!("unknown apiVersion {:?}", file.api_version));
     }
@@ -268,11 +323,63 @@ fn valid_match_image(entry: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "plugins")]
     fn parse(yaml: &str) -> Result<Vec<Provider>, String> {
-        let file: ConfigFile = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        let file: CredentialProviderConfig =
+            serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
         check(file)
     }
 
+    /// The format read as JSON, as the policy's settings carry it.
+    fn parse_json(json: serde_json::Value) -> Result<Vec<Provider>, String> {
+        let file: CredentialProviderConfig =
+            serde_json::from_value(json).map_err(|e| e.to_string())?;
+        file.check()
+    }
+
+    #[test]
+    fn json_reads_as_yaml_does_and_matches_images() {
+        let providers = parse_json(serde_json::json!({
+            "apiVersion": "kubelet.config.k8s.io/v1",
+            "kind": "CredentialProviderConfig",
+            "providers": [{
+                "name": "p",
+                "matchImages": ["*.registry.test", "other.test:5000/team"],
+                "defaultCacheDuration": "90s",
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "tokenAttributes": {
+                    "serviceAccountTokenAudience": "a",
+                    "requireServiceAccount": true,
+                    "requiredServiceAccountAnnotationKeys": ["example.test/role"]
+                }
+            }]
+        }))
+        .expect("valid");
+        let p = &providers[0];
+        assert_eq!(p.default_cache_duration, Duration::from_secs(90));
+        assert!(p.matches("eu.registry.test/app"));
+        assert!(!p.matches("registry.test/app"));
+        assert!(p.matches("other.test:5000/team/app"));
+        assert!(!p.matches("other.test/team/app"));
+        let t = p.token_attributes.as_ref().expect("tokenAttributes");
+        assert_eq!(t.skipped_for(None), Some(Skipped::NoServiceAccount));
+        let none = |_: &str| false;
+        assert_eq!(
+            t.skipped_for(Some(&none)),
+            Some(Skipped::MissingAnnotation("example.test/role"))
+        );
+        let all = |_: &str| true;
+        assert_eq!(t.skipped_for(Some(&all)), None);
+        let typo = parse_json(serde_json::json!({
+            "apiVersion": "kubelet.config.k8s.io/v1",
+            "kind": "CredentialProviderConfig",
+            "providers": [{"name": "p", "matchImage": ["r.test"]}]
+        }))
+        .expect_err("typo");
+        assert!(typo.contains("matchImage"), "{typo}");
+    }
+
+    #[cfg(feature = "plugins")]
     const ECR_LIKE: &str = "
 apiVersion: kubelet.config.k8s.io/v1
 kind: CredentialProviderConfig
@@ -285,6 +392,7 @@ providers:
     env: [{name: AWS_PROFILE, value: node}]
 ";
 
+    #[cfg(feature = "plugins")]
     #[test]
     fn a_cloud_config_reads_whole() {
         let providers = parse(ECR_LIKE).expect("valid");
@@ -298,6 +406,7 @@ providers:
         assert_eq!(p.token_attributes, None);
     }
 
+    #[cfg(feature = "plugins")]
     #[test]
     fn token_attributes_read_with_their_keys() {
         let yaml = "
@@ -326,6 +435,7 @@ providers:
         assert_eq!(t.cache_type, TokenCacheType::Token);
     }
 
+    #[cfg(feature = "plugins")]
     #[test]
     fn what_the_kubelet_refuses_is_refused_with_the_rule() {
         let base = |provider: &str| {

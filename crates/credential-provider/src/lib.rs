@@ -9,13 +9,24 @@
 //! - `exec`: one run of a plugin;
 //! - `plugins`: which plugins an image asks, and their caches.
 
+//!
+//! Without the default feature `plugins`, only `config` and `duration` are built: the format
+//! and its checks, which the policy's settings read too (one declaration of the format).
+
 pub mod config;
 mod duration;
+#[cfg(feature = "plugins")]
 mod exec;
+#[cfg(feature = "plugins")]
 pub mod plugins;
+#[cfg(feature = "plugins")]
 pub mod protocol;
 
-pub use config::{load, ConfigError, Provider, TokenAttributes, TokenCacheType};
+#[cfg(feature = "plugins")]
+pub use config::{load, ConfigError};
+pub use config::{CredentialProviderConfig, Provider, TokenAttributes, TokenCacheType};
 pub use duration::parse_go_duration;
+#[cfg(feature = "plugins")]
 pub use plugins::{Account, Auth, Plugin, Plugins};
+#[cfg(feature = "plugins")]
 pub use protocol::AuthEntry;
