@@ -5,9 +5,12 @@
 //! can be read without the rest: the registry mirrors and short names of the nodes
 //! ([`mirrors`], [`short_names`]), the platforms required of images ([`platforms`]), the
 //! custom kinds ([`custom_kinds`]), the registries lookups may go to ([`lookup_scope`]), the
-//! lookup broker ([`broker_settings`]) and what the UI's form writes for nothing ([`ui_form`]).
+//! lookup broker ([`broker_settings`]), the nodes' credential provider plugins and the
+//! kubelet's verification of cached images ([`credential_providers`]) and what the UI's form
+//! writes for nothing ([`ui_form`]).
 
 pub mod broker_settings;
+pub mod credential_providers;
 pub mod custom_kinds;
 pub mod lookup_scope;
 pub mod mirrors;
@@ -24,6 +27,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::settings::broker_settings::BrokerSettings;
+use crate::settings::credential_providers::{
+    AllowlistEntry, CredentialProviderConfig, Provider, VerificationPolicy,
+};
 use crate::settings::custom_kinds::{CustomKind, CustomResourceRule};
 use crate::settings::lookup_scope::{LookupScope, Scope};
 use crate::settings::mirrors::{Chain, Location, Mirrors, RegistryRule};
@@ -389,6 +395,23 @@ settings! {
         not in the UI: "its host and key Secret are required once it is written, and the form \
             writes every question's answer, so a form could not leave the broker off: it is \
             set by hand (docs/broker.md)";
+    /// The nodes' kubelet credential provider plugins, from their `CredentialProviderConfig`.
+    credential_providers "credentialProviders": Option<CredentialProviderConfig>, serde
+        => Vec<Provider> = |config, _| credential_providers::providers(config)
+            .map_err(within("credentialProviders"));
+        pub get credential_providers -> &[Provider],
+        not in the UI: "the kubelet's CredentialProviderConfig is pasted whole, as the nodes \
+            read it (docs/credential-providers.md): a form of its providers would rewrite the \
+            kubelet's format instead of taking it as it is";
+    /// The nodes' `imagePullCredentialsVerificationPolicy`; `None` when not written.
+    verification_policy "imagePullCredentialsVerificationPolicy": Option<VerificationPolicy>,
+        serde => Option<VerificationPolicy> = keep;
+        pub copy verification_policy;
+    /// The nodes' `preloadedImagesVerificationAllowlist`.
+    preloaded_allowlist "preloadedImagesVerificationAllowlist": Vec<String>, serde
+        => Vec<AllowlistEntry> = |entries, _| credential_providers::allowlist(entries)
+            .map_err(within("preloadedImagesVerificationAllowlist"));
+        pub get preloaded_allowlist -> &[AllowlistEntry];
     /// How requests of Kubewarden's audit scanner are answered.
     audit "audit": AuditSettings, serde => AuditSettings = keep;
         pub copy audit;
