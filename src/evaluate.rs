@@ -72,6 +72,7 @@ pub fn evaluate(request: &AdmissionRequest, settings: &Settings, host: &impl Hos
             broker,
             &plan.resource.namespace,
             &plan.pods,
+            settings.credential_providers(),
             issued,
             host,
         ));

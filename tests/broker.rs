@@ -540,3 +540,81 @@ fn an_image_with_a_tag_and_a_digest_is_sealed_for_its_digest() {
         Err(broker_reference::Refusal::Unsealed)
     );
 }
+
+/// The credentials of the one brokered lookup of `request`, with `providers` as the nodes'
+/// `credentialProviders`; panics when the lookup was not brokered.
+fn brokered_credentials_with_providers(request: &Value, providers: Value) -> Credentials {
+    let mut settings = settings("credentialed");
+    settings["credentialProviders"] = providers;
+    let host = host();
+    let _ = run(request, settings, &host);
+    let calls = host.digest_calls();
+    let brokered: Vec<&String> = calls
+        .iter()
+        .filter(|c| c.starts_with(&format!("{BROKER}/")))
+        .collect();
+    assert_eq!(brokered.len(), 1, "{calls:?}");
+    broker_decodes(brokered[0], InMemoryHost::UNIX_TIME.as_secs())
+        .expect("a name the broker reads")
+        .credentials
+}
+
+/// A Pod of team-a's `default` ServiceAccount naming no pull secret, running an image of
+/// Amazon ECR.
+fn ecr_pod() -> Value {
+    let mut request = fixture("pod-create.json");
+    let spec = &mut request["object"]["spec"];
+    spec["containers"] = json!([{"name": "app",
+        "image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app:1.0"}]);
+    spec["initContainers"] = json!([]);
+    spec["imagePullSecrets"] = json!([]);
+    spec["serviceAccountName"] = json!("default");
+    request
+}
+
+fn ecr_providers(token_attributes: Option<Value>) -> Value {
+    let mut provider = json!({
+        "name": "ecr-credential-provider",
+        "matchImages": ["*.dkr.ecr.*.amazonaws.com"],
+        "defaultCacheDuration": "12h",
+        "apiVersion": "credentialprovider.kubelet.k8s.io/v1"
+    });
+    if let Some(attributes) = token_attributes {
+        provider["tokenAttributes"] = attributes;
+    }
+    json!({"apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+        "providers": [provider]})
+}
+
+#[test]
+fn credentialed_brokers_images_a_nodes_credential_provider_covers() {
+    // no pull secret covers the image: only the provider makes it credentialed
+    let credentials = brokered_credentials_with_providers(&ecr_pod(), ecr_providers(None));
+    assert_eq!(credentials, Credentials::PullSecrets(vec![]));
+    // without the provider, the same lookup is the policy server's own
+    let host = host();
+    let _ = run(&ecr_pod(), settings("credentialed"), &host);
+    assert!(
+        host.digest_calls().iter().all(|c| !c.starts_with(BROKER)),
+        "{:?}",
+        host.digest_calls()
+    );
+}
+
+#[test]
+fn a_provider_needing_the_pods_service_account_gets_it_in_the_sealed_name() {
+    let attributes = json!({"serviceAccountTokenAudience": "sts.amazonaws.com",
+        "requireServiceAccount": true,
+        "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/role-arn"]});
+    let credentials =
+        brokered_credentials_with_providers(&ecr_pod(), ecr_providers(Some(attributes.clone())));
+    assert_eq!(credentials, Credentials::ServiceAccount("default".into()));
+    // a pod naming pull secrets of its own keeps them: the broker says what it cannot run
+    let with_secrets = with_pod_secrets(ecr_pod(), &["regcred"]);
+    let credentials =
+        brokered_credentials_with_providers(&with_secrets, ecr_providers(Some(attributes)));
+    assert_eq!(
+        credentials,
+        Credentials::PullSecrets(vec!["regcred".into()])
+    );
+}

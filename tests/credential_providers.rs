@@ -133,3 +133,146 @@ fn the_verification_settings_take_the_kubelets_names_and_values() {
         "preloadedImagesVerificationAllowlist[1]",
     );
 }
+
+const ECR_IMAGE: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app:1.0";
+
+/// The Pod fixture (namespace team-a, ServiceAccount `default`) with one container `app`
+/// running `image`, no init containers and no pull secrets of its own.
+fn pod_with(image: &str, pull_policy: Option<&str>) -> Value {
+    let mut request = fixture("pod-create.json");
+    let mut container = json!({"name": "app", "image": image});
+    if let Some(policy) = pull_policy {
+        container["imagePullPolicy"] = json!(policy);
+    }
+    let spec = &mut request["object"]["spec"];
+    spec["containers"] = json!([container]);
+    spec["initContainers"] = json!([]);
+    spec["imagePullSecrets"] = json!([]);
+    spec["serviceAccountName"] = json!("default");
+    request
+}
+
+/// A stock policy server: the registry refuses the policy server's anonymous lookup.
+fn refusing(image: &str) -> resolvable_images_policy::host::InMemoryHost {
+    cluster().with_error(
+        image,
+        &format!("error invoking host capability oci.manifest_digest: Host error: Callback evaluation failure: Fail to interact with OCI registry: Not authorized: url https://{image}"),
+    )
+}
+
+/// The warning of the one finding, which must be the only one.
+fn only_warning(response: &Value) -> String {
+    assert_eq!(response["accepted"], true, "{response}");
+    let warnings = warnings(response);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    warnings[0].clone()
+}
+
+#[test]
+fn without_providers_a_refused_private_image_is_an_uncovered_registry() {
+    let response = run(&pod_with(ECR_IMAGE, None), json!({}), &refusing(ECR_IMAGE));
+    let warning = only_warning(&response);
+    assert!(
+        warning.contains("actions.uncoveredRegistry: warn"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn a_provider_covered_image_is_not_an_uncovered_registry() {
+    let settings = json!({"credentialProviders": eks_config()});
+    let response = run(&pod_with(ECR_IMAGE, None), settings, &refusing(ECR_IMAGE));
+    let warning = only_warning(&response);
+    assert!(warning.contains("actions.unauthorized: warn"), "{warning}");
+    assert!(
+        warning.contains("credential provider ecr-credential-provider may give the"),
+        "{warning}"
+    );
+    // even where an operator rejects uncovered registries, a provider's image is not one
+    let strict = json!({
+        "credentialProviders": eks_config(),
+        "actions": {"uncoveredRegistry": "reject"}
+    });
+    let response = run(&pod_with(ECR_IMAGE, None), strict, &refusing(ECR_IMAGE));
+    assert_eq!(response["accepted"], true, "{response}");
+}
+
+#[test]
+fn an_image_no_match_images_glob_covers_is_still_uncovered() {
+    let image = "registry.example.com/team/app:1.4.2";
+    let settings = json!({"credentialProviders": eks_config()});
+    let warning = only_warning(&run(&pod_with(image, None), settings, &refusing(image)));
+    assert!(
+        warning.contains("actions.uncoveredRegistry: warn"),
+        "{warning}"
+    );
+}
+
+/// The EKS config with a provider that gets the pod's ServiceAccount token, as an ECR plugin
+/// configured for KEP-4412 tokens does.
+fn token_config() -> Value {
+    let mut config = eks_config();
+    config["providers"][0]["tokenAttributes"] = json!({
+        "serviceAccountTokenAudience": "sts.amazonaws.com",
+        "requireServiceAccount": true,
+        "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/role-arn"],
+        "cacheType": "ServiceAccount"
+    });
+    config
+}
+
+#[test]
+fn a_provider_skipped_for_the_pod_names_the_missing_annotation() {
+    // the default ServiceAccount of common::cluster() has no annotation
+    let settings = json!({
+        "credentialProviders": token_config(),
+        "actions": {"uncoveredRegistry": "reject"}
+    });
+    let host = refusing(ECR_IMAGE);
+    let response = run(&pod_with(ECR_IMAGE, None), settings, &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(
+        message.contains("credential provider ecr-credential-provider is skipped by the kubelet: ServiceAccount team-a/default lacks the annotation eks.amazonaws.com/role-arn"),
+        "{message}"
+    );
+    assert!(
+        host.calls()
+            .contains(&"get ServiceAccount team-a/default".to_owned()),
+        "{:?}",
+        host.calls()
+    );
+}
+
+#[test]
+fn a_provider_run_for_the_pod_makes_it_unauthorized_only() {
+    let host = refusing(ECR_IMAGE).with_object(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": "team-a", "annotations": {
+            "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/pull"}}
+    }));
+    let settings = json!({"credentialProviders": token_config()});
+    let warning = only_warning(&run(&pod_with(ECR_IMAGE, None), settings, &host));
+    assert!(warning.contains("actions.unauthorized: warn"), "{warning}");
+    assert!(
+        !warning.contains("arn:aws"),
+        "no annotation value: {warning}"
+    );
+}
+
+#[test]
+fn an_unreadable_service_account_leaves_the_provider_possible() {
+    let host = refusing(ECR_IMAGE).with_resource_error(
+        "Policy has not been granted access to Kubernetes v1/ServiceAccount resources.",
+    );
+    let settings = json!({"credentialProviders": token_config()});
+    let response = run(&pod_with(ECR_IMAGE, None), settings, &host);
+    assert_eq!(response["accepted"], true, "{response}");
+    assert!(
+        !message(&response).contains("uncoveredRegistry")
+            && warnings(&response)
+                .iter()
+                .all(|w| !w.contains("actions.uncoveredRegistry")),
+        "{response}"
+    );
+}

@@ -3,13 +3,16 @@
 //! required platforms; what was found is remembered for pins and the mirror annotation.
 //!
 //! The folder holds the images the nodes already have ([`node_images`]), read only when they
-//! could save an absent image.
+//! could save an absent image, and the nodes' credential provider plugins ([`providers`]),
+//! which may give a pod credentials the policy cannot use.
 
 pub mod node_images;
+pub mod providers;
 
 use crate::host::budget::Budget;
 use crate::host::Host;
 use crate::judge::node_images::{name_nodes, NodeImages};
+use crate::judge::providers::{Coverage, NodeProviders};
 use crate::lookup::{Found, Lookups};
 use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
@@ -45,6 +48,7 @@ struct Judge<'a, 's, 'p, H: Host> {
     lookups: &'a mut Lookups<'s>,
     platforms: PlatformChecker<'a, H>,
     node_images: NodeImages<'a, H>,
+    providers: NodeProviders<'a, H>,
     judgement: Judgement,
 }
 
@@ -64,6 +68,7 @@ pub fn judge(
         lookups,
         platforms: PlatformChecker::new(settings.required_platforms(), host, budget),
         node_images: NodeImages::new(host, budget),
+        providers: NodeProviders::new(settings.credential_providers(), host, budget),
         judgement: Judgement {
             findings: secret_findings(plan),
             ..Judgement::default()
@@ -111,6 +116,7 @@ impl<H: Host> Judge<'_, '_, '_, H> {
         {
             Err(failure) => {
                 let failure = explain(failure, pod, check, self.plan, self.lookups, self.settings);
+                let failure = self.with_providers(failure, pod, check);
                 Some(cached_on_nodes(
                     failure,
                     check,
@@ -119,6 +125,53 @@ impl<H: Host> Judge<'_, '_, '_, H> {
                 ))
             }
             Ok(found) => self.found(pod, check, image, found),
+        }
+    }
+
+    /// A refusal of an image the nodes' credential providers cover: they may give the kubelet
+    /// credentials the policy cannot use, so it is a plain `unauthorized` (never
+    /// `uncoveredRegistry`), saying so; when every provider covering it is skipped for this
+    /// pod, the refusal stands, saying why they give the pod nothing.
+    fn with_providers(&mut self, failure: Failure, pod: &Pod, check: &Check) -> Failure {
+        let refused = matches!(
+            failure.kind,
+            FailureKind::Unauthorized | FailureKind::UncoveredRegistry
+        );
+        let Ok(image) = &check.reference else {
+            return failure;
+        };
+        if !refused || !self.providers.cover(image) {
+            return failure;
+        }
+        let account = pod
+            .spec
+            .as_ref()
+            .map(|spec| spec.service_account_name.as_deref().unwrap_or("default"));
+        let namespace = &self.plan.resource.namespace;
+        let registry = image.registry();
+        match self.providers.coverage(namespace, account, image) {
+            Coverage::None => failure,
+            Coverage::Runs(names) => {
+                // first in the detail: a warning keeps 256 bytes
+                let brokered = self.lookups.used_pod_credentials_for(pod.id, image);
+                let how = if brokered {
+                    "covers it (the lookup broker runs the plugins it is configured with)"
+                } else {
+                    "may give the node credentials the policy cannot use"
+                };
+                Failure::new(
+                    FailureKind::Unauthorized,
+                    format!(
+                        "credential provider {} {how} for {registry}; {}",
+                        names.join(", "),
+                        failure.detail
+                    ),
+                )
+            }
+            Coverage::Skipped(why) => Failure::new(
+                failure.kind,
+                format!("{}; {}", why.join("; "), failure.detail),
+            ),
         }
     }
 
@@ -225,9 +278,15 @@ fn explain(
             .iter()
             .map(|location| location.reference.registry())
             .find(|registry| settings.not_found_may_mean_denied(registry));
-        let covered = pod.secrets.as_ref().is_none_or(|secrets| {
-            !secrets.consulted() || secrets.keyring.covers(&reference.name())
-        });
+        // a node's credential provider may see what the policy's lookup could not
+        let provider = settings
+            .credential_providers()
+            .iter()
+            .any(|provider| provider.matches(&reference.name()));
+        let covered = provider
+            || pod.secrets.as_ref().is_none_or(|secrets| {
+                !secrets.consulted() || secrets.keyring.covers(&reference.name())
+            });
         if let (Some(registry), true) = (hiding, covered) {
             return Failure::new(
                 FailureKind::Unauthorized,

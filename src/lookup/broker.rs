@@ -27,6 +27,7 @@ use crate::host::{
 };
 use crate::plan::{Pod, PodId};
 pub use crate::settings::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
+use crate::settings::credential_providers::Provider;
 use crate::vocabulary::failure::{Failure, FailureKind};
 use crate::vocabulary::reference::ImageReference;
 use kubelet_credentials::{distinct_names, SecretSource};
@@ -53,10 +54,16 @@ pub type Issued = Rc<RefCell<HashSet<String>>>;
 impl BrokerRoutes {
     /// Decides, for every image of every pod, whether its lookups go through the broker, and
     /// reads the sealing key when one does. Every reference it writes is added to `issued`.
+    /// An image the nodes' credential `providers` cover is credentialed too: the broker runs
+    /// the plugins. When one of them needs the pod's ServiceAccount (`tokenAttributes`) and
+    /// the pod names no pull secret of its own, the name carries the ServiceAccount, whose
+    /// pull secrets are then the pod's (the ServiceAccount admission plugin copied them, or
+    /// there were none), so that the broker can run that plugin for it.
     pub fn plan(
         settings: &BrokerSettings,
         namespace: &str,
         pods: &[Pod],
+        providers: &[Provider],
         issued: Issued,
         host: &impl Host,
     ) -> Self {
@@ -79,17 +86,28 @@ impl BrokerRoutes {
                     continue;
                 };
                 let name = image.name();
-                let covered = match &pod.secrets {
-                    Some(secrets) if secrets.consulted() => secrets.keyring.covers(&name),
-                    // secrets not read by the policy: the broker reads them; a pod naming none
-                    // has none, a template may get its ServiceAccount's
-                    _ => match &credentials {
-                        Credentials::PullSecrets(names) => !names.is_empty(),
-                        Credentials::ServiceAccount(_) => true,
-                    },
+                let matching = || providers.iter().filter(|p| p.matches(&name));
+                let provided = matching().next().is_some();
+                let needs_account = matching().any(|p| p.token_attributes.is_some());
+                let credentials = match &credentials {
+                    Credentials::PullSecrets(names) if needs_account && names.is_empty() => {
+                        let account = spec.service_account_name.as_deref().unwrap_or("default");
+                        Credentials::ServiceAccount(account.to_owned())
+                    }
+                    _ => credentials.clone(),
                 };
+                let covered = provided
+                    || match &pod.secrets {
+                        Some(secrets) if secrets.consulted() => secrets.keyring.covers(&name),
+                        // secrets not read by the policy: the broker reads them; a pod naming none
+                        // has none, a template may get its ServiceAccount's
+                        _ => match &credentials {
+                            Credentials::PullSecrets(names) => !names.is_empty(),
+                            Credentials::ServiceAccount(_) => true,
+                        },
+                    };
                 if settings.usage == BrokerUse::All || covered {
-                    routes.insert((pod.id, name), credentials.clone());
+                    routes.insert((pod.id, name), credentials);
                 }
             }
         }
