@@ -276,3 +276,144 @@ fn an_unreadable_service_account_leaves_the_provider_possible() {
         "{response}"
     );
 }
+
+// What `cachedOnNodes` says under each `imagePullCredentialsVerificationPolicy`: the table of
+// docs/credential-providers.md ("Cached images and the verification policy"), a test a row.
+// A node holds the image, the registry answers 404. Under every policy some copy serves the
+// pod without a pull (the policy cannot see how a copy got there), so the verdict stays
+// `cachedOnNodes`, a warning; only `Always` makes the 404 certain.
+
+const APP_IMAGE: &str = "registry.example.com/team/app:1.4.2";
+
+fn nodes_holding_app() -> Value {
+    json!({"apiVersion": "v1", "kind": "NodeList", "items": [
+        {"metadata": {"name": "node-1"},
+         "status": {"images": [{"names": [APP_IMAGE], "sizeBytes": 10}]}},
+    ]})
+}
+
+/// The verdict's action key as the default answer names it, and the whole message as a
+/// rejecting `actions.cachedOnNodes` writes it, for `image` pulled with `pull_policy` on nodes
+/// verifying with `policy` (`None`: not said) and `allowlist`.
+fn cached(
+    image: &str,
+    pull_policy: &str,
+    policy: Option<&str>,
+    allowlist: &[&str],
+) -> (Value, String) {
+    let mut settings = json!({"preloadedImagesVerificationAllowlist": allowlist});
+    if let Some(policy) = policy {
+        settings["imagePullCredentialsVerificationPolicy"] = json!(policy);
+    }
+    let request = pod_with(image, Some(pull_policy));
+    let host = cluster().with_nodes(nodes_holding_app());
+    let response = run(&request, settings.clone(), &host);
+    settings["actions"] = json!({"cachedOnNodes": "reject"});
+    let strict = run(&request, settings, &host);
+    (response, message(&strict))
+}
+
+fn assert_cached_on_nodes(response: &Value, message: &str, says: &str) {
+    let warning = only_warning(response);
+    assert!(
+        warning.contains("(cached on nodes)") && warning.contains("actions.cachedOnNodes: warn"),
+        "{warning}"
+    );
+    assert!(message.contains(says), "{message}");
+}
+
+#[test]
+fn cached_without_a_verification_policy_says_what_it_always_said() {
+    let (response, message) = cached(APP_IMAGE, "IfNotPresent", None, &[]);
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "cached on 1 node(s) (node-1), where IfNotPresent starts pods without a pull",
+    );
+}
+
+#[test]
+fn cached_under_never_verify_serves_every_pod() {
+    let (response, message) = cached(APP_IMAGE, "IfNotPresent", Some("NeverVerify"), &[]);
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "where NeverVerify starts any pod from it",
+    );
+}
+
+#[test]
+fn cached_under_never_verify_preloaded_images_may_be_a_preloaded_copy() {
+    let (response, message) = cached(
+        APP_IMAGE,
+        "IfNotPresent",
+        Some("NeverVerifyPreloadedImages"),
+        &[],
+    );
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "where NeverVerifyPreloadedImages starts any pod from a copy preloaded or pulled without pod credentials",
+    );
+}
+
+#[test]
+fn cached_and_allowlisted_under_never_verify_allowlisted_images_serves_every_pod() {
+    let (response, message) = cached(
+        APP_IMAGE,
+        "IfNotPresent",
+        Some("NeverVerifyAllowlistedImages"),
+        &["registry.example.com/team/*"],
+    );
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "allowlisted, where NeverVerifyAllowlistedImages starts any pod from it",
+    );
+}
+
+#[test]
+fn cached_but_not_allowlisted_under_never_verify_allowlisted_images_may_still_serve() {
+    let (response, message) = cached(
+        APP_IMAGE,
+        "IfNotPresent",
+        Some("NeverVerifyAllowlistedImages"),
+        &[
+            "registry.example.com/platform/*",
+            "registry.example.com/team/app-base",
+        ],
+    );
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "where NeverVerifyAllowlistedImages pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials",
+    );
+}
+
+#[test]
+fn cached_under_always_verify_may_still_serve_a_copy_pulled_without_pod_credentials() {
+    let (response, message) = cached(APP_IMAGE, "IfNotPresent", Some("AlwaysVerify"), &[]);
+    assert_cached_on_nodes(
+        &response,
+        &message,
+        "where AlwaysVerify pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials",
+    );
+}
+
+#[test]
+fn cached_images_pulled_always_are_absent_under_every_verification_policy() {
+    for policy in [
+        None,
+        Some("NeverVerify"),
+        Some("NeverVerifyPreloadedImages"),
+        Some("NeverVerifyAllowlistedImages"),
+        Some("AlwaysVerify"),
+    ] {
+        let (response, _) = cached(APP_IMAGE, "Always", policy, &["registry.example.com/*"]);
+        assert_eq!(response["accepted"], false, "{policy:?}: {response}");
+        assert!(
+            message(&response).contains("not found on registry registry.example.com"),
+            "{policy:?}: {response}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use crate::judge::providers::{Coverage, NodeProviders};
 use crate::lookup::{Found, Lookups};
 use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
+use crate::settings::credential_providers::VerificationPolicy;
 use crate::settings::mirrors::Chain;
 use crate::settings::platforms::{PlatformChecker, Use};
 use crate::settings::Settings;
@@ -108,6 +109,7 @@ impl<H: Host> Judge<'_, '_, '_, H> {
                 check,
                 image,
                 &mut self.node_images,
+                self.settings,
             ));
         }
         match self
@@ -122,6 +124,7 @@ impl<H: Host> Judge<'_, '_, '_, H> {
                     check,
                     image,
                     &mut self.node_images,
+                    self.settings,
                 ))
             }
             Ok(found) => self.found(pod, check, image, found),
@@ -307,12 +310,16 @@ fn explain(
 
 /// An absent image, or one whose every location the nodes refuse, is not certain to fail
 /// when nodes still hold it and the kubelet pulls only if the node lacks it (`IfNotPresent`):
-/// pods placed on those nodes start.
+/// pods placed on those nodes may start. Under every `imagePullCredentialsVerificationPolicy`
+/// some copy serves the pod without a pull (one the kubelet pulled anonymously or with node
+/// credentials serves every pod even under `AlwaysVerify`, and the policy cannot see how a
+/// copy got there), so it stays `cachedOnNodes`; the message says what the policy means for it.
 fn cached_on_nodes<H: Host>(
     failure: Failure,
     check: &Check,
     reference: &ImageReference,
     node_images: &mut NodeImages<'_, H>,
+    settings: &Settings,
 ) -> Failure {
     let policy = PullPolicy::effective(check.container.pull_policy.as_deref(), reference);
     let (observed, said) = match failure.kind {
@@ -327,16 +334,51 @@ fn cached_on_nodes<H: Host>(
     if nodes.is_empty() {
         return failure;
     }
+    let how = match settings.verification_policy() {
+        None => "where IfNotPresent starts pods without a pull".to_owned(),
+        Some(policy) => verification_note(policy, reference, settings),
+    };
     Failure::observed(
         FailureKind::CachedOnNodes,
         observed,
         format!(
-            "cached on {} node(s) ({}), where IfNotPresent starts pods without a pull; {said}: {}",
+            "cached on {} node(s) ({}), {how}; {said}: {}",
             nodes.len(),
             name_nodes(&nodes),
             failure.detail
         ),
     )
+}
+
+/// What the nodes' verification `policy` (KEP-2535) means for a copy of `reference` they hold:
+/// when the kubelet starts a pod from it without asking the registry. Short: it leads a
+/// warning of at most 256 bytes.
+fn verification_note(
+    policy: VerificationPolicy,
+    reference: &ImageReference,
+    settings: &Settings,
+) -> String {
+    let allowlisted = || {
+        let name = reference.name();
+        settings
+            .preloaded_allowlist()
+            .iter()
+            .any(|entry| entry.matches(&name))
+    };
+    match policy {
+        VerificationPolicy::NeverVerify => format!("where {policy} starts any pod from it"),
+        VerificationPolicy::NeverVerifyPreloadedImages => format!(
+            "where {policy} starts any pod from a copy preloaded or pulled without pod credentials"
+        ),
+        VerificationPolicy::NeverVerifyAllowlistedImages if allowlisted() => {
+            format!("allowlisted, where {policy} starts any pod from it")
+        }
+        VerificationPolicy::NeverVerifyAllowlistedImages | VerificationPolicy::AlwaysVerify => {
+            format!(
+                "where {policy} pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials"
+            )
+        }
+    }
 }
 
 /// The findings of the pull secrets that were read.
