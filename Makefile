@@ -145,6 +145,8 @@ lint:
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
 	python3 scripts/writable-page.py
+	@# Artifact Hub's form: artifacthub-pkg.yml embeds questions-ui.yml as it is.
+	python3 scripts/artifacthub-questions.py --check
 	@# deploy/'s manifests, strictly, for each supported Kubernetes minor, with
 	@# kubernetes-validate from .venv-lint/ (.ci/setup; scripts/lint-deploy.py), its tests first.
 	@test -x .venv-lint/bin/python || { echo "lint: no .venv-lint (make setup installs kubernetes-validate)" >&2; exit 1; }
@@ -214,7 +216,8 @@ ifneq ($(KWCTL),)
 	$(KWCTL_RUN) scaffold artifacthub --metadata-path policy-metadata.yml \
 		--questions-path questions-ui.yml --output artifacthub-pkg.yml
 else
-	@echo "kwctl not found (set KWCTL, or put kwctl on PATH): artifacthub-pkg.yml left as it is" >&2
+	@echo "kwctl not found (set KWCTL, or put kwctl on PATH): only the embedded questions-ui.yml updated" >&2
+	python3 scripts/artifacthub-questions.py
 endif
 
 .PHONY: clean
