@@ -11,7 +11,12 @@ for, and nothing more:
 - LIST (all namespaces or one), with equality label and field selectors, carrying
   metadata.resourceVersion;
 - WATCH (`?watch=true`): answered with no event and held open until the client goes away,
-  as kube-rs' reflector expects (it reconnects at once when a watch closes).
+  as kube-rs' reflector expects (it reconnects at once when a watch closes);
+- TokenRequest (POST /api/v1/namespaces/NS/serviceaccounts/NAME/token), for the broker's
+  credential provider plugins: a fake token of an existing ServiceAccount, an unsigned JWT
+  whose `aud` claim holds the audiences asked for and whose `sub` names the ServiceAccount,
+  unique per request (a `jti`). Each request is logged with its namespace, name and
+  audiences (never the token) in a `TokenRequest` line, for the tests to assert on.
 
 The directory is the one named in the file given by --dir-file, read again on every request,
 so one server follows the cluster a test hands to the host (lib/policy.bash writes the file
@@ -27,12 +32,15 @@ Loopback only. Usage: fake_apiserver.py --dir-file FILE --port-file FILE
 """
 
 import argparse
+import base64
 import json
 import os
 import re
 import select
 import sys
 import threading
+import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -282,6 +290,21 @@ def status(code, reason, message, details=None):
             "message": message, "reason": reason, "details": details or {}, "code": code}
 
 
+def _b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def fake_token(namespace, name, account, audiences, now, seconds):
+    """An unsigned JWT (alg none) for the ServiceAccount: nothing verifies it, the tests read
+    its claims."""
+    header = {"alg": "none", "typ": "JWT"}
+    claims = {"aud": audiences, "sub": f"system:serviceaccount:{namespace}:{name}",
+              "iat": now, "exp": now + seconds, "jti": str(uuid.uuid4()),
+              "kubernetes.io": {"namespace": namespace, "serviceaccount": {
+                  "name": name, "uid": account["metadata"].get("uid", "")}}}
+    return ".".join([_b64url(json.dumps(header).encode()), _b64url(json.dumps(claims).encode()), ""])
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "e2e-fake-apiserver"
@@ -384,6 +407,50 @@ class Handler(BaseHTTPRequestHandler):
                  and selector_matches(query.get("fieldSelector"), lambda k, o=o: dig(o, k))]
         self.send_json(200, {"kind": f"{kind}List", "apiVersion": group_version,
                              "metadata": {"resourceVersion": RESOURCE_VERSION}, "items": items})
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        url = urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        if not (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"]
+                and parts[4] == "serviceaccounts" and parts[6] == "token"):
+            self.send_json(405, status(405, "MethodNotAllowed", "this fake API server is read-only"))
+            return
+        namespace, name = parts[3], parts[5]
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as e:
+            self.send_json(400, status(400, "BadRequest", f"TokenRequest: {e}"))
+            return
+        spec = (body.get("spec") or {}) if isinstance(body, dict) else {}
+        spec = spec if isinstance(spec, dict) else {}
+        audiences = spec.get("audiences") or []
+        try:
+            with open(self.server.dir_file, encoding="utf-8") as f:
+                objects = load_objects(f.read().strip())
+        except (YamlError, ValueError, OSError) as e:
+            self.send_json(500, status(500, "InternalError", f"cluster directory: {e}"))
+            return
+        account = next((o for o in objects if o.get("kind") == "ServiceAccount"
+                        and o["metadata"].get("namespace") == namespace
+                        and o["metadata"].get("name") == name), None)
+        sys.stderr.write(f"TokenRequest {namespace}/{name} audiences={json.dumps(audiences)} "
+                         f"found={account is not None}\n")
+        sys.stderr.flush()
+        if account is None:
+            self.send_json(404, status(404, "NotFound", f'serviceaccounts "{name}" not found',
+                                       {"name": name, "kind": "serviceaccounts"}))
+            return
+        seconds = spec.get("expirationSeconds") or 3600
+        now = int(time.time())
+        self.send_json(201, {
+            "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+            "status": {"token": fake_token(namespace, name, account, audiences, now, seconds),
+                       "expirationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                            time.gmtime(now + seconds))}})
 
     def hold_watch(self, query):
         """No change will ever happen: answer 200 and keep the stream open, sending nothing,
