@@ -1,0 +1,278 @@
+#!/usr/bin/env bats
+# The lookup broker with the node's image credential provider plugins
+# (--image-credential-provider-config and --image-credential-provider-bin-dir, docs/broker.md):
+# a real CredentialProviderConfig whose plugins are the tests' own (crates/test-credential-provider,
+# speaking the kubelet's exec protocol), asked directly as the policy server asks the broker
+# (sealed r3 names, the caller credential). A plugin that answers opens a private image with no
+# pull secret; one that fails or hangs makes an answer uncertain (503), never absent (404);
+# tokenAttributes plugins get a TokenRequest token (from the fake API server) for their
+# audience and the ServiceAccount's annotations, and are not run without a required one;
+# pull secrets and plugins are tried in the kubelet's order, either one opening the image; a
+# plugin's answer is cached for its cacheDuration under its cacheKeyType. Real htpasswd
+# docker-registry, images pushed with skopeo. Needs only the broker and the plugin binaries.
+
+bats_require_minimum_version 1.5.0
+
+# The broker's --lookup-timeout-ms: the time a hanging plugin's lookup is held to.
+LOOKUP_TIMEOUT_MS=1500
+# The audience the token plugin's tokenAttributes name, and its ServiceAccount annotations.
+TOKEN_AUDIENCE=e2e-registry.example.test
+ROLE_KEY=e2e.example.test/registry-role
+TEAM_KEY=e2e.example.test/team
+
+# provider_bin: the tests' plugin binary (built with the broker, `make broker`).
+provider_bin() {
+  printf '%s\n' "${TEST_PROVIDER_BIN:-$REPO_ROOT/target/debug/test-credential-provider}"
+}
+
+# provider_yaml NAME MATCH-IMAGE [--tokens] [ARGS...]: one `providers` entry of the config: the
+# plugin NAME (a copy of the tests' plugin in the bin directory) for images under MATCH-IMAGE,
+# answering the registry's user (its password from the entry's env), recording its requests in
+# $PROVIDER_RECORDS/NAME; --tokens adds tokenAttributes.
+provider_yaml() {
+  local name=$1 match=$2 tokens="" arg
+  shift 2
+  [[ "${1:-}" != --tokens ]] || { tokens=1; shift; }
+  printf '%s\n' "  - name: $name" "    matchImages:" "      - \"$match\"" \
+    "    defaultCacheDuration: \"0s\"" "    apiVersion: credentialprovider.kubelet.k8s.io/v1" \
+    "    args:" "      - --record" "      - \"$PROVIDER_RECORDS/$name\"" \
+    "      - --username" "      - \"$REG_AUTH_USER\""
+  for arg in "$@"; do printf '      - "%s"\n' "$arg"; done
+  printf '%s\n' "    env:" "      - name: TEST_PROVIDER_PASSWORD" "        value: \"$REG_AUTH_PASSWORD\""
+  [[ -z "$tokens" ]] || printf '%s\n' "    tokenAttributes:" \
+    "      serviceAccountTokenAudience: \"$TOKEN_AUDIENCE\"" "      requireServiceAccount: true" \
+    "      requiredServiceAccountAnnotationKeys:" "        - \"$ROLE_KEY\"" \
+    "      optionalServiceAccountAnnotationKeys:" "        - \"$TEAM_KEY\""
+}
+
+setup_file() {
+  load lib/common
+  load lib/broker
+  [[ -x "$(broker_bin)" && -x "$(provider_bin)" ]] || return 0
+  [[ "$E2E_HOST" != kwctl ]] || return 0
+
+  registry_start auth
+  local image repo
+  image=$(build_image provided)
+  for repo in works fails hangs tokens cached-image cached-registry; do
+    push_image "$image" auth "$repo/app:v1"
+  done
+  push_image "$image" auth cached-image/other:v1
+  push_image "$image" auth cached-registry/other:v1
+
+  PROVIDER_RECORDS="$(e2e_workdir)/provider-records"
+  local bin config name
+  bin="$(e2e_workdir)/provider-bin"
+  mkdir -p "$PROVIDER_RECORDS" "$bin"
+  for name in works fails hangs tokens cached-image cached-registry; do
+    cp "$(provider_bin)" "$bin/$name"
+    : >"$PROVIDER_RECORDS/$name"
+  done
+  config="$(e2e_workdir)/credential-providers.yaml"
+  {
+    printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1" "kind: CredentialProviderConfig" "providers:"
+    provider_yaml works "$REG_AUTH/works"
+    provider_yaml fails "$REG_AUTH/fails" --fail
+    provider_yaml hangs "$REG_AUTH/hangs" --hang
+    provider_yaml tokens "$REG_AUTH/tokens" --tokens
+    provider_yaml cached-image "$REG_AUTH/cached-image" --cache-key-type Image --cache-duration 5m
+    provider_yaml cached-registry "$REG_AUTH/cached-registry" --cache-key-type Registry --cache-duration 5m
+  } >"$config"
+
+  local cluster
+  cluster=$(write_cluster_dir broker-providers)
+  {
+    pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-a wrong "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
+    # builder has the annotation the token plugin requires and the optional one; plain has
+    # neither, and the pull secret; bare has neither and no pull secret
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: builder" \
+      "  namespace: team-a" "  uid: 0b8f6c1e-e2e0-4b7a-9d3c-builder00001" "  annotations:" \
+      "    $ROLE_KEY: puller" "    $TEAM_KEY: blue" "    e2e.example.test/unrelated: not-asked"
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: plain" \
+      "  namespace: team-a" "  annotations:" "    $TEAM_KEY: green" "imagePullSecrets:" "  - name: regcred"
+    printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: bare" \
+      "  namespace: team-a"
+    broker_namespace_yaml team-a
+    broker_key_secret_yaml
+  } | cluster_add "$cluster" 10-secrets.yaml
+  apiserver_serve "$cluster" >/dev/null
+  local api_port sources
+  api_port=$(cat "$(e2e_workdir)/registries/apiserver/port")
+  sources=$(write_sources_yaml broker-providers --insecure "$REG_AUTH")
+  broker_start broker-providers --apiserver-port "$api_port" --sources "$sources" \
+    --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" \
+    --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin"
+  export PROVIDER_RECORDS
+}
+
+teardown_file() { load lib/common; scenario_teardown_file; }
+
+setup() {
+  load lib/common
+  load lib/broker
+  require_broker
+  [[ -x "$(provider_bin)" ]] || skip "no plugin binary at $(provider_bin): make broker"
+}
+
+# lookup CREDENTIALS REPO TAG: a GET of team-a's REPO:TAG on the registry through the broker,
+# as the policy server asks it; prints "STATUS SECONDS", the body in $BATS_TEST_TMPDIR/body
+# (kept in $BATS_TEST_TMPDIR/answers too, for the secret scan).
+lookup() {
+  local body="team-a/$1/d.${REG_AUTH/:/_}/$2"
+  curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code} %{time_total}\n' --max-time 20 \
+    -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$BROKER_ADDR/v2/$(broker_seal "$body" "$3")/manifests/$3"
+  cat "$BATS_TEST_TMPDIR/body" >>"$BATS_TEST_TMPDIR/answers"
+}
+
+# last_lookup REPO: the broker's last lookup line for REPO.
+last_lookup() {
+  jq -c --arg r "$1" 'select(.msg == "lookup" and .repository == $r)' "$BROKER_LOG" | tail -n 1
+}
+
+# expect_status STATUS: the lookup's answer ($output) has STATUS.
+expect_status() {
+  [[ "$output" == "$1 "* ]] || _fail_with "answered $output, not $1: $(cat "$BATS_TEST_TMPDIR/body"); $(cat "$BROKER_LOG")"
+}
+
+# records NAME: how many requests plugin NAME received.
+records() { wc -l <"$PROVIDER_RECORDS/$1"; }
+
+# no_secret_leaked: neither the plugin's password nor any token the plugins received is in
+# the broker's log or its answers.
+no_secret_leaked() {
+  local token
+  ! grep -qF -- "$REG_AUTH_PASSWORD" "$BROKER_LOG" "$BATS_TEST_TMPDIR/answers" ||
+    _fail_with "the registry password is in the broker's log or an answer"
+  while read -r token; do
+    [[ -n "$token" ]] || continue
+    ! grep -qF -- "$token" "$BROKER_LOG" "$BATS_TEST_TMPDIR/answers" ||
+      _fail_with "a minted token is in the broker's log or an answer"
+  done < <(jq -r '.serviceAccountToken // empty' "$PROVIDER_RECORDS"/*)
+}
+
+@test "broker providers: a private image is found with the plugin's credentials, no pull secret" {
+  run -0 lookup n works/app v1
+  expect_status 200
+  jq -e '.schemaVersion == 2' "$BATS_TEST_TMPDIR/body"
+  [[ "$(records works)" -ge 1 ]]
+  jq -e --arg r "$REG_AUTH" '.image == "\($r)/works/app" and (has("serviceAccountToken") | not)' \
+    <(tail -n 1 "$PROVIDER_RECORDS/works")
+  last_lookup works/app | jq -e '.outcome == "found"'
+  no_secret_leaked
+}
+
+@test "broker providers: a missing tag there is absent, a 404" {
+  run -0 lookup n works/app v9
+  expect_status 404
+  last_lookup works/app | jq -e '.outcome != "found"'
+  no_secret_leaked
+}
+
+@test "broker providers: a failing plugin leaves the answer uncertain (503), never absent" {
+  local before
+  before=$(records fails)
+  run -0 lookup n fails/app v1
+  expect_status 503
+  run -0 lookup n fails/app v9
+  expect_status 503
+  (($(records fails) >= before + 2)) || _fail_with "the plugin was not run"
+  last_lookup fails/app | jq -e '.reason | contains("credential provider fails")'
+  no_secret_leaked
+}
+
+@test "broker providers: a hanging plugin gives a 503 within the lookup time" {
+  run -0 lookup n hangs/app v9
+  echo "$output"
+  expect_status 503
+  local took
+  took=${output#* }
+  # the lookup time, and a second for the connection and the answer's way back
+  awk -v t="$took" -v limit="$LOOKUP_TIMEOUT_MS" 'BEGIN { exit !(t * 1000 <= limit + 1000) }' ||
+    _fail_with "answered in ${took}s for a ${LOOKUP_TIMEOUT_MS} ms lookup time"
+  [[ "$(records hangs)" -ge 1 ]]
+  # the plugin was killed when the lookup gave up on it
+  sleep 0.5
+  ! pgrep -f "$(e2e_workdir)/provider-bin/hangs" >/dev/null || _fail_with "the hanging plugin is still running"
+}
+
+@test "broker providers: a tokenAttributes plugin gets a token for its audience and the annotations" {
+  local api_log="$(e2e_workdir)/registries/apiserver/apiserver.log" before
+  before=$(records tokens)
+  run -0 lookup a.builder tokens/app v1
+  expect_status 200
+  (($(records tokens) == before + 1)) || _fail_with "the plugin ran $(($(records tokens) - before)) times"
+  local request claims
+  request=$(tail -n 1 "$PROVIDER_RECORDS/tokens")
+  claims=$(jq -r '.serviceAccountToken | split(".")[1]' <<<"$request" | tr '_-' '/+' |
+    awk '{ while (length($0) % 4) $0 = $0 "="; print }' | base64 -d)
+  echo "$claims"
+  jq -e --arg a "$TOKEN_AUDIENCE" '.aud == [$a] and .sub == "system:serviceaccount:team-a:builder"' <<<"$claims"
+  jq -e --arg role "$ROLE_KEY" --arg team "$TEAM_KEY" \
+    '.serviceAccountAnnotations == {($role): "puller", ($team): "blue"}' <<<"$request"
+  grep -qF "TokenRequest team-a/builder audiences=[\"$TOKEN_AUDIENCE\"]" "$api_log" ||
+    _fail_with "no TokenRequest for the audience in the API server's log: $(cat "$api_log")"
+  no_secret_leaked
+}
+
+@test "broker providers: without a required annotation the token plugin is not run" {
+  local before
+  before=$(records tokens)
+  # plain lacks the required annotation: its pull secret decides (found)
+  run -0 lookup a.plain tokens/app v1
+  expect_status 200
+  # bare lacks it too and has no secret: anonymous, which the registry refuses
+  run -0 lookup a.bare tokens/app v1
+  expect_status 403
+  (($(records tokens) == before)) || _fail_with "the plugin ran: $(tail -n 1 "$PROVIDER_RECORDS/tokens")"
+  no_secret_leaked
+}
+
+@test "broker providers: a token plugin without a ServiceAccount to ask for is uncertain" {
+  # a lookup naming pull secrets, not the pod's ServiceAccount: the kubelet would run the
+  # plugin with a token the broker cannot mint, so its answer is not certain
+  run -0 lookup n tokens/app v9
+  expect_status 503
+}
+
+@test "broker providers: a wrong pull secret then a working plugin: found" {
+  run -0 lookup s.wrong works/app v1
+  expect_status 200
+  run -0 lookup s.wrong works/app v9
+  expect_status 404
+  no_secret_leaked
+}
+
+@test "broker providers: a working pull secret then a failing plugin: found" {
+  run -0 lookup s.regcred fails/app v1
+  expect_status 200
+  # the tag missing for the secret, the plugin failing: not certain
+  run -0 lookup s.regcred fails/app v9
+  [[ "$output" != "404 "* ]] || _fail_with "a failing plugin's lookup was absent"
+  no_secret_leaked
+}
+
+@test "broker providers: an Image-keyed answer is reused for that image only, within cacheDuration" {
+  local before
+  before=$(records cached-image)
+  run -0 lookup n cached-image/app v1
+  expect_status 200
+  run -0 lookup n cached-image/app v9
+  expect_status 404
+  (($(records cached-image) == before + 1)) || _fail_with "the plugin ran $(($(records cached-image) - before)) times for one image"
+  run -0 lookup n cached-image/other v1
+  expect_status 200
+  (($(records cached-image) == before + 2)) || _fail_with "another image reused the Image-keyed answer"
+}
+
+@test "broker providers: a Registry-keyed answer is reused for every image of the registry" {
+  local before
+  before=$(records cached-registry)
+  run -0 lookup n cached-registry/app v1
+  expect_status 200
+  run -0 lookup n cached-registry/other v1
+  expect_status 200
+  (($(records cached-registry) == before + 1)) || _fail_with "the plugin ran $(($(records cached-registry) - before)) times for one registry"
+}
