@@ -318,7 +318,10 @@ for n in 1 5 20; do
 done
 fi
 
-# --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server) ------------
+# --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server; and
+# bench/broker-providers.sh, the broker alone: a credential provider plugin against a pull
+# secret) ---------------------------------------------------------------------------------------
 if section broker; then
   bash "$ROOT/bench/broker.sh"
+  bash "$ROOT/bench/broker-providers.sh"
 fi
