@@ -211,6 +211,19 @@ impl Cluster {
         })
     }
 
+    /// A client of an address nothing answers on, for tests whose code must not reach the
+    /// API server.
+    #[cfg(test)]
+    pub fn unreachable_for_tests() -> Self {
+        let url = "http://127.0.0.1:9".parse().expect("a fixed URL");
+        let client = kube::Client::try_from(kube::Config::new(url)).expect("a client of a URL");
+        Cluster {
+            client,
+            ttl: Duration::from_secs(10),
+            cache: Mutex::default(),
+        }
+    }
+
     /// The API client, for requests that are not cached reads (TokenRequests).
     pub(crate) fn client(&self) -> kube::Client {
         self.client.clone()

@@ -201,3 +201,161 @@ async fn token(
         .filter(|token| !token.is_empty())
         .ok_or_else(|| format!("TokenRequest for ServiceAccount {namespace}/{name}: no token"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const IMAGE: &str = "registry.test/team/app";
+
+    /// A plugin directory with executables `answers` (answering `robot` and a password for
+    /// registry.test) and `fails` (exiting 1), and a config whose providers are `providers`
+    /// (YAML list entries).
+    fn plugins(providers: &str) -> (tempfile::TempDir, NodeProviders) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("the bin directory");
+        let answer = r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Registry","auth":{"registry.test":{"username":"robot","password":"unit-Plugin-Pw-5x2c"}}}"#;
+        for (name, body) in [
+            (
+                "answers",
+                format!("#!/bin/sh\ncat >/dev/null\necho '{answer}'\n"),
+            ),
+            ("fails", "#!/bin/sh\ncat >/dev/null\nexit 1\n".to_owned()),
+        ] {
+            let path = bin.join(name);
+            std::fs::write(&path, body).expect("a plugin");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .expect("an executable plugin");
+        }
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n{providers}"
+            ),
+        )
+        .expect("a config");
+        let loaded = NodeProviders::load(&config, &bin).expect("a valid config");
+        (dir, loaded)
+    }
+
+    fn provider(name: &str, extra: &str) -> String {
+        format!(
+            "  - name: {name}\n    matchImages: [\"registry.test\"]\n    defaultCacheDuration: 0s\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n{extra}"
+        )
+    }
+
+    fn describe(given: &[Given]) -> Vec<String> {
+        given
+            .iter()
+            .map(|g| match g {
+                Given::Credential(c) => format!("credential {}", c.username()),
+                Given::Failed(reason) => format!("failed: {reason}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn credentials_come_before_failed_plugins_whatever_the_config_order() {
+        let config = provider("fails", "") + &provider("answers", "");
+        let (_dir, providers) = plugins(&config);
+        assert!(providers.cover(IMAGE));
+        assert!(!providers.cover("other.test/team/app"));
+        let given = providers
+            .credentials(
+                &Cluster::unreachable_for_tests(),
+                "team-a",
+                &Credentials::PullSecrets(vec![]),
+                IMAGE,
+            )
+            .await;
+        let described = describe(&given);
+        assert_eq!(described.len(), 2, "{described:?}");
+        assert_eq!(described[0], "credential robot");
+        assert!(
+            described[1].starts_with("failed: credential provider fails"),
+            "{described:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_plugin_is_an_attempt_without_an_answer_never_nothing() {
+        let (_dir, providers) = plugins(&provider("fails", ""));
+        let given = providers
+            .credentials(
+                &Cluster::unreachable_for_tests(),
+                "team-a",
+                &Credentials::PullSecrets(vec![]),
+                IMAGE,
+            )
+            .await;
+        assert!(
+            matches!(given.as_slice(), [Given::Failed(_)]),
+            "{:?}",
+            describe(&given)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_plugin_without_the_pods_service_account_is_uncertain() {
+        let attributes = "    tokenAttributes:\n      serviceAccountTokenAudience: registry.test\n      requireServiceAccount: true\n";
+        let (_dir, providers) = plugins(&provider("answers", attributes));
+        let given = providers
+            .credentials(
+                &Cluster::unreachable_for_tests(),
+                "team-a",
+                &Credentials::PullSecrets(vec!["regcred".into()]),
+                IMAGE,
+            )
+            .await;
+        let described = describe(&given);
+        assert_eq!(described.len(), 1, "{described:?}");
+        assert!(
+            described[0].contains("needs the pod's ServiceAccount"),
+            "{described:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_reason_quotes_the_plugins_password() {
+        let config = provider("answers", "") + &provider("fails", "");
+        let (_dir, providers) = plugins(&config);
+        let given = providers
+            .credentials(
+                &Cluster::unreachable_for_tests(),
+                "team-a",
+                &Credentials::PullSecrets(vec![]),
+                IMAGE,
+            )
+            .await;
+        for reason in given.iter().filter_map(|g| match g {
+            Given::Failed(reason) => Some(reason),
+            Given::Credential(_) => None,
+        }) {
+            assert!(!reason.contains("unit-Plugin-Pw"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_missing_plugin_or_bin_directory_is_refused_at_start() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n{}",
+                provider("absent", "")
+            ),
+        )
+        .expect("a config");
+        let no_dir = NodeProviders::load(&config, &dir.path().join("nowhere"));
+        assert!(matches!(no_dir, Err(ConfigError::Invalid { .. })));
+        let no_plugin = NodeProviders::load(&config, dir.path());
+        let Err(ConfigError::Invalid { problem, .. }) = no_plugin else {
+            panic!("a config naming a plugin that is not there was accepted");
+        };
+        assert!(problem.contains("plugin absent"), "{problem}");
+    }
+}
