@@ -104,6 +104,19 @@ setup_file() {
     --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" \
     --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin"
   export PROVIDER_RECORDS
+
+  # the policy's end, on the stock policy-server when there is one: `use: all` routes every
+  # image of a pod to the broker, a private one with no pull secret included
+  if policy_server_bin >/dev/null && [[ -f "$POLICY_WASM" ]]; then
+    local policies
+    policies="$(e2e_workdir)/broker-providers-policies.yml"
+    broker_policies "$policies" \
+      all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}"
+    broker_policy_server_start ps "$policies" \
+      "$(write_docker_config broker-caller "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
+      "$(write_sources_yaml broker-providers-ps --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")" \
+      "$(e2e_workdir)/registries/apiserver/kubeconfig"
+  fi
 }
 
 teardown_file() { load lib/common; scenario_teardown_file; }
@@ -275,4 +288,28 @@ no_secret_leaked() {
   run -0 lookup n cached-registry/other v1
   expect_status 200
   (($(records cached-registry) == before + 1)) || _fail_with "the plugin ran $(($(records cached-registry) - before)) times for one registry"
+}
+
+@test "broker providers: the policy on the policy-server finds a pod's private image through a plugin" {
+  policy_server_bin >/dev/null ||
+    skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the policy's end needs the real one"
+  local req
+  # no pull secret anywhere: only the plugin's credential opens the image
+  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v1" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" team-a
+  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  output=$(broker_validate ps all "$req")
+  assert_allowed
+  assert_warning_count 0
+  broker_lookups_of team-a | jq -se 'any(.[]; .repository == "works/app" and .outcome == "found")' >/dev/null ||
+    _fail_with "the broker did not find it: $(cat "$BROKER_LOG")"
+  # a missing tag there is denied as absent, naming the real registry
+  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v9" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" team-a
+  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  output=$(broker_validate ps all "$req")
+  assert_rejected
+  assert_message_contains "$REG_AUTH/works/app:v9"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$REG_AUTH_PASSWORD"* ]] || _fail_with "the registry password is in the answer"
 }
