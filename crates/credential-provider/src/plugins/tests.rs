@@ -1,7 +1,6 @@
 //! Real plugins: shell scripts in a temporary bin directory, run through the exec protocol.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,9 +18,28 @@ fn script(dir: &Path, name: &str, record: &Path, answer: &str) {
         record.display(),
         record.display()
     );
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    install(&dir.join(name), &text);
+}
+
+/// Writes an executable script by a child process, so that no file descriptor of this test
+/// process ever has it open for writing: a sibling test's fork could otherwise inherit one and
+/// make `exec` of the script fail with ETXTBSY ("Text file busy").
+fn install(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "cat >\"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut stdin = child.stdin.take().expect("a pipe");
+    stdin.write_all(text.as_bytes()).expect("the script");
+    drop(stdin);
+    assert!(
+        child.wait().expect("sh").success(),
+        "{} written",
+        path.display()
+    );
 }
 
 fn provider(name: &str, match_images: &[&str]) -> Provider {
@@ -156,12 +174,10 @@ async fn a_hanging_plugin_is_killed_when_the_lookup_stops_waiting() {
     let dir = tempfile::tempdir().expect("dir");
     let pid = dir.path().join("pid");
     let path = dir.path().join("hang");
-    std::fs::write(
+    install(
         &path,
-        format!("#!/bin/sh\necho $$ >'{}'\nexec sleep 30\n", pid.display()),
-    )
-    .expect("write");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        &format!("#!/bin/sh\necho $$ >'{}'\nexec sleep 30\n", pid.display()),
+    );
     let plugins = Plugins::new(
         dir.path().into(),
         vec![provider("hang", &["*.example.test"])],
