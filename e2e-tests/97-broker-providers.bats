@@ -110,8 +110,16 @@ setup_file() {
   if policy_server_bin >/dev/null && [[ -f "$POLICY_WASM" ]]; then
     local policies
     policies="$(e2e_workdir)/broker-providers-policies.yml"
+    # `use: credentialed` routes only what needs the node's credentials: with the nodes'
+    # providers in credentialProviders, an image a provider covers, pull secret or not
+    local providers
+    providers=$(jq -cn --arg m "$REG_AUTH/works" '{apiVersion: "kubelet.config.k8s.io/v1",
+      kind: "CredentialProviderConfig", providers: [{name: "works", matchImages: [$m],
+      defaultCacheDuration: "0s", apiVersion: "credentialprovider.kubelet.k8s.io/v1"}]}')
     broker_policies "$policies" \
-      all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}"
+      all "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"all\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}" \
+      credentialed "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"credentialed\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000, \"credentialProviders\": $providers}" \
+      unconfigured "{\"lookupBroker\": {\"host\": \"$BROKER_ADDR\", \"use\": \"credentialed\", \"keySecret\": $BROKER_KEY_SECRET}, \"timeBudgetMs\": 3000}"
     broker_policy_server_start ps "$policies" \
       "$(write_docker_config broker-caller "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
       "$(write_sources_yaml broker-providers-ps --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")" \
@@ -312,4 +320,32 @@ no_secret_leaked() {
   assert_message_contains "$REG_AUTH/works/app:v9"
   [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
   [[ "$output" != *"$REG_AUTH_PASSWORD"* ]] || _fail_with "the registry password is in the answer"
+}
+
+@test "broker providers: with credentialProviders, use: credentialed sends a provider's image to the broker" {
+  policy_server_bin >/dev/null ||
+    skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the policy's end needs the real one"
+  local req
+  # no pull secret: without the providers in its settings the policy looks it up itself,
+  # anonymously, and can only warn; with them, the broker's plugin opens it
+  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v1" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" team-a
+  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  output=$(broker_validate ps unconfigured "$req")
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "$REG_AUTH/works/app:v1"
+  output=$(broker_validate ps credentialed "$req")
+  assert_allowed
+  assert_warning_count 0
+  # a missing tag behind the provider: the broker's 404 with the plugin's credential is certain
+  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v9" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" team-a
+  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  output=$(broker_validate ps credentialed "$req")
+  assert_rejected
+  assert_message_contains "container \"app\"" "$REG_AUTH/works/app:v9"
+  broker_lookups_of team-a | jq -se 'any(.[]; .repository == "works/app" and .reference == "v9" and .outcome == "notFound")' >/dev/null ||
+    _fail_with "the broker did not look v9 up: $(cat "$BROKER_LOG")"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
 }
