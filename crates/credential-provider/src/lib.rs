@@ -8,7 +8,6 @@
 //! - `protocol`: the request a plugin reads on stdin and the response it writes;
 //! - `exec`: one run of a plugin;
 //! - `plugins`: which plugins an image asks, and their caches.
-
 //!
 //! Without the default feature `plugins`, only `config` and `duration` are built: the format
 //! and its checks, which the policy's settings read too (one declaration of the format).

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{Provider, TokenCacheType};
+use crate::config::{Provider, Skipped, TokenCacheType};
 use crate::exec::exec;
 use crate::protocol::{AuthEntry, CacheKeyType, Request};
 
@@ -53,13 +53,9 @@ impl Plugins {
     /// The plugins whose `matchImages` cover `image` (a repository without tag), in the
     /// config's order.
     pub fn matching<'a>(&'a self, image: &'a str) -> impl Iterator<Item = &'a Plugin> + 'a {
-        self.plugins.iter().filter(move |plugin| {
-            plugin
-                .provider
-                .match_images
-                .iter()
-                .any(|glob| kubelet_credentials::url_matches(glob, image))
-        })
+        self.plugins
+            .iter()
+            .filter(move |plugin| plugin.provider.matches(image))
     }
 
     /// What `plugin` gives `image`: its cached answer, else a run of it. `token` and
@@ -139,17 +135,17 @@ impl Plugin {
         let Some(attributes) = &self.provider.token_attributes else {
             return Ok(BTreeMap::new());
         };
-        let mut passed = BTreeMap::new();
-        for key in &attributes.required_annotations {
-            let value = account.annotations.get(key).ok_or_else(|| key.clone())?;
-            passed.insert(key.clone(), value.clone());
+        let has = |key: &str| account.annotations.contains_key(key);
+        if let Some(Skipped::MissingAnnotation(key)) = attributes.skipped_for(Some(&has)) {
+            return Err(key.to_owned());
         }
-        for key in &attributes.optional_annotations {
-            if let Some(value) = account.annotations.get(key) {
-                passed.insert(key.clone(), value.clone());
-            }
-        }
-        Ok(passed)
+        let named = attributes
+            .required_annotations
+            .iter()
+            .chain(&attributes.optional_annotations);
+        Ok(named
+            .filter_map(|key| Some((key.clone(), account.annotations.get(key)?.clone())))
+            .collect())
     }
 
     /// The part of the cache key that says whose answer it is.
