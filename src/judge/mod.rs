@@ -16,14 +16,14 @@ use crate::judge::providers::{Coverage, NodeProviders};
 use crate::lookup::{Found, Lookups};
 use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
-use crate::settings::credential_providers::VerificationPolicy;
+use crate::settings::credential_providers::{covering, VerificationPolicy};
 use crate::settings::mirrors::Chain;
 use crate::settings::platforms::{PlatformChecker, Use};
 use crate::settings::Settings;
 use crate::vocabulary::failure::{Failure, FailureKind, Observed};
 use crate::vocabulary::reference::ImageReference;
 use crate::vocabulary::scheduling::Placement;
-use crate::vocabulary::workload::PullPolicy;
+use crate::vocabulary::workload::{PodSpecView, PullPolicy};
 
 /// The findings of one request, and what its found images leave behind.
 #[derive(Debug, Default)]
@@ -146,10 +146,7 @@ impl<H: Host> Judge<'_, '_, '_, H> {
         if !refused || !self.providers.cover(image) {
             return failure;
         }
-        let account = pod
-            .spec
-            .as_ref()
-            .map(|spec| spec.service_account_name.as_deref().unwrap_or("default"));
+        let account = pod.spec.as_ref().map(PodSpecView::service_account);
         let namespace = &self.plan.resource.namespace;
         let registry = image.registry();
         match self.providers.coverage(namespace, account, image) {
@@ -282,10 +279,10 @@ fn explain(
             .map(|location| location.reference.registry())
             .find(|registry| settings.not_found_may_mean_denied(registry));
         // a node's credential provider may see what the policy's lookup could not
-        let provider = settings
-            .credential_providers()
-            .iter()
-            .any(|provider| provider.matches(&reference.name()));
+        let name = reference.name();
+        let provider = covering(settings.credential_providers(), &name)
+            .next()
+            .is_some();
         let covered = provider
             || pod.secrets.as_ref().is_none_or(|secrets| {
                 !secrets.consulted() || secrets.keyring.covers(&reference.name())

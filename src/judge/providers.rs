@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::host::budget::Budget;
 use crate::host::{Host, ResourceRequest};
-use crate::settings::credential_providers::{Provider, Skipped};
+use crate::settings::credential_providers::{covering, Provider, Skipped};
 use crate::vocabulary::reference::ImageReference;
 
 /// The ServiceAccount fields a provider's rule reads.
@@ -61,8 +61,7 @@ impl<'a, H: Host> NodeProviders<'a, H> {
 
     /// Whether some provider's `matchImages` covers `image`.
     pub fn cover(&self, image: &ImageReference) -> bool {
-        let name = image.name();
-        self.providers.iter().any(|p| p.matches(&name))
+        covering(self.providers, &image.name()).next().is_some()
     }
 
     /// What the providers give a pod of `namespace` running as `account` (`None`: no
@@ -74,8 +73,7 @@ impl<'a, H: Host> NodeProviders<'a, H> {
         image: &ImageReference,
     ) -> Coverage {
         let name = image.name();
-        let providers = self.providers;
-        let matching: Vec<&Provider> = providers.iter().filter(|p| p.matches(&name)).collect();
+        let matching: Vec<&Provider> = covering(self.providers, &name).collect();
         if matching.is_empty() {
             return Coverage::None;
         }
@@ -87,9 +85,8 @@ impl<'a, H: Host> NodeProviders<'a, H> {
             };
             let read = account.map(|account| self.account(namespace, account));
             let skip = match &read {
-                None => attributes.skipped_for(None),
+                None | Some(Account::Missing) => attributes.skipped_for(None),
                 Some(Account::Unreadable) => None,
-                Some(Account::Missing) => attributes.skipped_for(None),
                 Some(Account::Annotations(keys)) => {
                     let has = |key: &str| keys.iter().any(|k| k == key);
                     attributes.skipped_for(Some(&has))

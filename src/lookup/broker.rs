@@ -27,7 +27,7 @@ use crate::host::{
 };
 use crate::plan::{Pod, PodId};
 pub use crate::settings::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
-use crate::settings::credential_providers::Provider;
+use crate::settings::credential_providers::{covering, Provider};
 use crate::vocabulary::failure::{Failure, FailureKind};
 use crate::vocabulary::reference::ImageReference;
 use kubelet_credentials::{distinct_names, SecretSource};
@@ -86,13 +86,12 @@ impl BrokerRoutes {
                     continue;
                 };
                 let name = image.name();
-                let matching = || providers.iter().filter(|p| p.matches(&name));
+                let matching = || covering(providers, &name);
                 let provided = matching().next().is_some();
                 let needs_account = matching().any(|p| p.token_attributes.is_some());
                 let credentials = match &credentials {
                     Credentials::PullSecrets(names) if needs_account && names.is_empty() => {
-                        let account = spec.service_account_name.as_deref().unwrap_or("default");
-                        Credentials::ServiceAccount(account.to_owned())
+                        Credentials::ServiceAccount(spec.service_account().to_owned())
                     }
                     _ => credentials.clone(),
                 };

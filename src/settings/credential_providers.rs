@@ -122,6 +122,17 @@ impl FieldError for Problem {
     }
 }
 
+/// The providers whose `matchImages` cover `name` (a normalised repository): those the
+/// kubelet asks about it.
+pub fn covering<'a>(
+    providers: &'a [Provider],
+    name: &'a str,
+) -> impl Iterator<Item = &'a Provider> + 'a {
+    providers
+        .iter()
+        .filter(move |provider| provider.matches(name))
+}
+
 /// `credentialProviders`, checked as the kubelet checks its file (nothing when not written).
 pub fn providers(config: Option<CredentialProviderConfig>) -> Result<Vec<Provider>, Problem> {
     match config {

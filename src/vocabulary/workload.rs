@@ -226,6 +226,14 @@ impl PodSpecView {
         )
     }
 
+    /// The ServiceAccount its pods run as: `serviceAccountName`, else the one the
+    /// ServiceAccount admission plugin gives them.
+    pub fn service_account(&self) -> &str {
+        self.service_account_name
+            .as_deref()
+            .unwrap_or(kubelet_credentials::pod_secrets::DEFAULT_SERVICE_ACCOUNT)
+    }
+
     /// What decides which credentials the kubelet uses: a change re-checks every image.
     pub fn credentials_context(&self) -> (&[String], Option<&str>) {
         (
