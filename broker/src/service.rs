@@ -272,7 +272,7 @@ impl Broker {
             .collect();
         line.matched = Some(credentials.len());
         let (lookup, asked_providers) = self
-            .run_loop(credentials, &name, &reference, get, deadline)
+            .run_loop(credentials, &name, &image, &reference, get, deadline)
             .await;
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
@@ -291,27 +291,25 @@ impl Broker {
         &self,
         credentials: Vec<Credential>,
         name: &BrokeredName,
+        image: &str,
         reference: &ManifestReference,
         get: bool,
         deadline: Deadline,
     ) -> (credential_loop::Lookup, bool) {
-        let registry = name.registry.clone();
-        let image = format!("{}/{}", name.registry, name.repository);
+        let (registry, repository) = (name.registry.clone(), name.repository.clone());
         let upstream = match reference {
-            ManifestReference::Tag(tag) => {
-                Reference::with_tag(registry.clone(), name.repository.clone(), tag.clone())
-            }
+            ManifestReference::Tag(tag) => Reference::with_tag(registry, repository, tag.clone()),
             ManifestReference::Digest(digest) => {
-                Reference::with_digest(registry.clone(), name.repository.clone(), digest.clone())
+                Reference::with_digest(registry, repository, digest.clone())
             }
         };
-        let asked_providers = self.providers.as_ref().is_some_and(|p| p.cover(&image));
-        let lookup = match &self.providers {
-            Some(providers) if asked_providers => {
+        let covering = self.providers.as_ref().filter(|p| p.cover(image));
+        let lookup = match covering {
+            Some(providers) => {
                 self.with_node_providers(providers, credentials, name, &upstream, get, deadline)
                     .await
             }
-            _ => {
+            None => {
                 credential_loop::run(
                     credentials,
                     deadline,
@@ -321,7 +319,7 @@ impl Broker {
                 .await
             }
         };
-        (lookup, asked_providers)
+        (lookup, covering.is_some())
     }
 
     /// The credential loop when plugins cover the image: the pull secrets' credentials first
