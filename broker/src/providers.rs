@@ -205,27 +205,7 @@ async fn token(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-
-    /// Writes an executable plugin by a child process, so that no descriptor of this test
-    /// process has it open for writing when a sibling test forks (`exec` would then fail with
-    /// ETXTBSY, "Text file busy").
-    fn install(path: &Path, text: &str) {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "cat >\"$1\" && chmod 755 \"$1\"", "sh"])
-            .arg(path)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .expect("sh");
-        let mut stdin = child.stdin.take().expect("a pipe");
-        stdin.write_all(text.as_bytes()).expect("the plugin");
-        drop(stdin);
-        assert!(
-            child.wait().expect("sh").success(),
-            "{} written",
-            path.display()
-        );
-    }
+    use credential_provider::testing::install_executable;
 
     const IMAGE: &str = "registry.test/team/app";
 
@@ -244,7 +224,7 @@ mod tests {
             ),
             ("fails", "#!/bin/sh\ncat >/dev/null\nexit 1\n".to_owned()),
         ] {
-            install(&bin.join(name), &body);
+            install_executable(&bin.join(name), &body);
         }
         let config = dir.path().join("config.yaml");
         std::fs::write(

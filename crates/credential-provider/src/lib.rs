@@ -20,6 +20,8 @@ mod exec;
 pub mod plugins;
 #[cfg(feature = "plugins")]
 pub mod protocol;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 #[cfg(feature = "plugins")]
 pub use config::{load, ConfigError};

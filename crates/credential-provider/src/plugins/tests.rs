@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::TokenAttributes;
+use crate::testing::install_executable;
 
 const V1: &str = "credentialprovider.kubelet.k8s.io/v1";
 
@@ -18,28 +19,7 @@ fn script(dir: &Path, name: &str, record: &Path, answer: &str) {
         record.display(),
         record.display()
     );
-    install(&dir.join(name), &text);
-}
-
-/// Writes an executable script by a child process, so that no file descriptor of this test
-/// process ever has it open for writing: a sibling test's fork could otherwise inherit one and
-/// make `exec` of the script fail with ETXTBSY ("Text file busy").
-fn install(path: &Path, text: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "cat >\"$1\" && chmod 755 \"$1\"", "sh"])
-        .arg(path)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let mut stdin = child.stdin.take().expect("a pipe");
-    stdin.write_all(text.as_bytes()).expect("the script");
-    drop(stdin);
-    assert!(
-        child.wait().expect("sh").success(),
-        "{} written",
-        path.display()
-    );
+    install_executable(&dir.join(name), &text);
 }
 
 fn provider(name: &str, match_images: &[&str]) -> Provider {
@@ -174,7 +154,7 @@ async fn a_hanging_plugin_is_killed_when_the_lookup_stops_waiting() {
     let dir = tempfile::tempdir().expect("dir");
     let pid = dir.path().join("pid");
     let path = dir.path().join("hang");
-    install(
+    install_executable(
         &path,
         &format!("#!/bin/sh\necho $$ >'{}'\nexec sleep 30\n", pid.display()),
     );
