@@ -127,6 +127,16 @@ setup_file() {
   fi
 }
 
+# bare_pod_request TAG: an admission request for a Pod of team-a running works/app:TAG with no
+# pull secret and the ServiceAccount "bare" (which has none): only a plugin can open it.
+bare_pod_request() {
+  local req
+  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:$1" sidecar.remove init-schema.remove)
+  request_in_namespace "$req" team-a
+  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  printf '%s\n' "$req"
+}
+
 teardown_file() { load lib/common; scenario_teardown_file; }
 
 setup() {
@@ -303,18 +313,14 @@ no_secret_leaked() {
     skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the policy's end needs the real one"
   local req
   # no pull secret anywhere: only the plugin's credential opens the image
-  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v1" sidecar.remove init-schema.remove)
-  request_in_namespace "$req" team-a
-  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  req=$(bare_pod_request v1)
   output=$(broker_validate ps all "$req")
   assert_allowed
   assert_warning_count 0
   broker_lookups_of team-a | jq -se 'any(.[]; .repository == "works/app" and .outcome == "found")' >/dev/null ||
     _fail_with "the broker did not find it: $(cat "$BROKER_LOG")"
   # a missing tag there is denied as absent, naming the real registry
-  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v9" sidecar.remove init-schema.remove)
-  request_in_namespace "$req" team-a
-  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  req=$(bare_pod_request v9)
   output=$(broker_validate ps all "$req")
   assert_rejected
   assert_message_contains "$REG_AUTH/works/app:v9"
@@ -328,9 +334,7 @@ no_secret_leaked() {
   local req
   # no pull secret: without the providers in its settings the policy looks it up itself,
   # anonymously, and can only warn; with them, the broker's plugin opens it
-  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v1" sidecar.remove init-schema.remove)
-  request_in_namespace "$req" team-a
-  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  req=$(bare_pod_request v1)
   output=$(broker_validate ps unconfigured "$req")
   assert_allowed
   assert_warning_count 1
@@ -339,9 +343,7 @@ no_secret_leaked() {
   assert_allowed
   assert_warning_count 0
   # a missing tag behind the provider: the broker's 404 with the plugin's credential is certain
-  req=$(request_with_images pod-create.json "app=$REG_AUTH/works/app:v9" sidecar.remove init-schema.remove)
-  request_in_namespace "$req" team-a
-  request_edit_pod_spec "$req" '.imagePullSecrets = [] | .serviceAccountName = "bare"'
+  req=$(bare_pod_request v9)
   output=$(broker_validate ps credentialed "$req")
   assert_rejected
   assert_message_contains "container \"app\"" "$REG_AUTH/works/app:v9"
