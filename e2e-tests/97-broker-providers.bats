@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The lookup broker with the node's image credential provider plugins
 # (--image-credential-provider-config and --image-credential-provider-bin-dir, docs/broker.md):
-# a real CredentialProviderConfig whose plugins are the tests' own (crates/test-credential-provider,
+# a real CredentialProviderConfig (a directory of two files) whose plugins are the tests' own (crates/test-credential-provider,
 # speaking the kubelet's exec protocol), asked directly as the policy server asks the broker
 # (sealed r3 names, the caller credential). A plugin that answers opens a private image with no
 # pull secret; one that fails or hangs makes an answer uncertain (503), never absent (404);
@@ -42,7 +42,8 @@ provider_yaml() {
   [[ -z "$tokens" ]] || printf '%s\n' "    tokenAttributes:" \
     "      serviceAccountTokenAudience: \"$TOKEN_AUDIENCE\"" "      requireServiceAccount: true" \
     "      requiredServiceAccountAnnotationKeys:" "        - \"$ROLE_KEY\"" \
-    "      optionalServiceAccountAnnotationKeys:" "        - \"$TEAM_KEY\""
+    "      optionalServiceAccountAnnotationKeys:" "        - \"$TEAM_KEY\"" \
+    "      cacheType: ServiceAccount"
 }
 
 setup_file() {
@@ -68,16 +69,23 @@ setup_file() {
     cp "$(provider_bin)" "$bin/$name"
     : >"$PROVIDER_RECORDS/$name"
   done
-  config="$(e2e_workdir)/credential-providers.yaml"
+  # a directory of two config files, as a 1.34 kubelet reads one (lexical order, merged)
+  config="$(e2e_workdir)/credential-providers.d"
+  mkdir -p "$config"
+  local header=("apiVersion: kubelet.config.k8s.io/v1" "kind: CredentialProviderConfig" "providers:")
   {
-    printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1" "kind: CredentialProviderConfig" "providers:"
+    printf '%s\n' "${header[@]}"
     provider_yaml works "$REG_AUTH/works"
     provider_yaml fails "$REG_AUTH/fails" --fail
     provider_yaml hangs "$REG_AUTH/hangs" --hang
+  } >"$config/10-plain.yaml"
+  {
+    printf '%s\n' "${header[@]}"
     provider_yaml tokens "$REG_AUTH/tokens" --tokens
     provider_yaml cached-image "$REG_AUTH/cached-image" --cache-key-type Image --cache-duration 5m
     provider_yaml cached-registry "$REG_AUTH/cached-registry" --cache-key-type Registry --cache-duration 5m
-  } >"$config"
+  } >"$config/20-cached.yml"
+  printf 'not a config\n' >"$config/README.md"
 
   local cluster
   cluster=$(write_cluster_dir broker-providers)
@@ -193,6 +201,15 @@ no_secret_leaked() {
     <(tail -n 1 "$PROVIDER_RECORDS/works")
   last_lookup works/app | jq -e '.outcome == "found"'
   no_secret_leaked
+}
+
+@test "broker providers: a config directory of two files runs the plugins of both" {
+  run -0 lookup n works/app v1
+  expect_status 200
+  run -0 lookup a.builder tokens/app v1
+  expect_status 200
+  # plugins answer with a cacheDuration of 0: each lookup ran its file's plugin
+  [[ "$(records works)" -ge 1 && "$(records tokens)" -ge 1 ]]
 }
 
 @test "broker providers: a missing tag there is absent, a 404" {

@@ -65,7 +65,8 @@ fn a_typo_in_token_attributes_is_refused_naming_the_field() {
     config["providers"][0]["tokenAttributes"] = json!({
         "serviceAccountTokenAudience": "sts.amazonaws.com",
         "requireServiceAccount": true,
-        "requiredServiceAccountAnnotationKey": ["eks.amazonaws.com/role-arn"]
+        "requiredServiceAccountAnnotationKey": ["eks.amazonaws.com/role-arn"],
+        "cacheType": "ServiceAccount"
     });
     assert_invalid_settings_named(
         &json!({"credentialProviders": config}),
@@ -73,14 +74,34 @@ fn a_typo_in_token_attributes_is_refused_naming_the_field() {
     );
 }
 
+/// The `matchImages` forms of issue 55, each beside the kubelet's answer: it checks an entry
+/// only with `ParseSchemelessURL` (Go's `url.Parse` of `https://` + entry) in
+/// `validateCredentialProviderConfig`
+/// (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>).
 #[test]
-fn a_bad_glob_is_refused() {
-    let mut config = eks_config();
-    config["providers"][0]["matchImages"] = json!(["https://*.dkr.ecr.*.amazonaws.com"]);
-    assert_invalid_settings_named(
-        &json!({"credentialProviders": config}),
-        "credentialProviders: provider \"ecr-credential-provider\": matchImages entry",
-    );
+fn match_images_are_accepted_and_refused_as_the_kubelet_does() {
+    let forms = [
+        ("https://registry.example.com", true),
+        ("registry.example.com/*/team", true),
+        ("registry.example.com:5000", true),
+        ("*.registry.example.com", true),
+        ("registry.example.com/team?x=1", true),
+        ("bad host.example.com", false),
+        ("registry.example.com:port", false),
+    ];
+    for (entry, kubelet_accepts) in forms {
+        let mut config = eks_config();
+        config["providers"][0]["matchImages"] = json!([entry]);
+        let settings = json!({"credentialProviders": config});
+        if kubelet_accepts {
+            assert!(valid(&settings), "{entry}");
+        } else {
+            assert_invalid_settings_named(
+                &settings,
+                "credentialProviders: provider \"ecr-credential-provider\": matchImages entry",
+            );
+        }
+    }
 }
 
 #[test]
