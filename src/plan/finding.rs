@@ -162,6 +162,7 @@ impl Finding {
             Observed::RefusedButCached => return format!(
                 "pods placed on nodes without the image will fail, since the nodes never pull from {registry}: keep the pods on those nodes, or give the rule a mirror that has the image"
             ),
+            Observed::Unrewritable => return "give the rule's location a path, or its prefix a parent of the image's repository: containers/image refuses a rewritten name that is not canonical".to_owned(),
             Observed::AsKind => {}
         }
         match self.failure.kind {

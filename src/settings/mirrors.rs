@@ -10,6 +10,13 @@
 //! node never contacts such a location, so a blocked rule's primary is left out of the chain
 //! while its mirrors are still tried, as containers/image does (it looks the rule up again by
 //! each location's name before contacting it).
+//!
+//! As containers/image (`pkg/sysregistriesv2/system_registries_v2.go`): of two rules with the
+//! same `prefix` the first counts (`loadConfigFile` drops the later ones); rules sharing a
+//! location must agree on `blocked` (`postProcessRegistries`); and a location whose rewrite of
+//! the image is not a canonical name (`tools.mirror.test:1`, which reads as a Docker Hub
+//! image) fails the pull before any location is tried (`rewriteReference` refuses it, and
+//! `PullSourcesFromReference` returns the error).
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -101,6 +108,9 @@ pub struct Chain {
     pub unserved_mirrors: usize,
     /// True when the reference is pinned by digest (the chain of a digest pull).
     pub by_digest: bool,
+    /// Why the nodes try no location at all: a location's rewrite of the reference is not a
+    /// canonical name, and containers/image fails the pull before trying any.
+    pub unrewritable: Option<String>,
 }
 
 impl Chain {
@@ -114,12 +124,16 @@ impl Chain {
             refused: Vec::new(),
             unserved_mirrors: 0,
             by_digest: reference.digest().is_some(),
+            unrewritable: None,
         }
     }
 
     /// When the nodes refuse every location: why, naming each blocked rule by its setting
     /// (`registries[0].blocked`) and saying what became of the rule's mirrors.
     pub fn refusal(&self) -> Option<String> {
+        if let Some(why) = &self.unrewritable {
+            return Some(why.clone());
+        }
         if !self.locations.is_empty() || self.refused.is_empty() {
             return None;
         }
@@ -209,6 +223,19 @@ impl Mirrors<'static> {
                 check_location(&mirror.location, false)
                     .map_err(|p| at(format_args!("mirrors[{j}].location"), p))?;
             }
+            let place = |rule: &RegistryRule| rule.location.clone().unwrap_or(rule.prefix.clone());
+            let conflict = rules[..i]
+                .iter()
+                .position(|other| place(other) == place(rule) && other.blocked != rule.blocked);
+            if let Some(other) = conflict {
+                return Err(at(
+                    format_args!("blocked"),
+                    LocationError::ConflictingBlocked {
+                        location: place(rule),
+                        other,
+                    },
+                ));
+            }
         }
         Ok(Self::validated(rules))
     }
@@ -285,8 +312,8 @@ impl<'a> Mirrors<'a> {
 
     /// The chain a node builds for `reference`: the matching rule's mirrors that serve it, in
     /// order, then the primary location; each left out, as refused, when a blocked rule is the
-    /// longest match for its own name. Locations that do not form a valid reference once
-    /// rewritten are left out.
+    /// longest match for its own name. A location whose rewrite is not a canonical reference
+    /// leaves no location at all ([`Chain::unrewritable`]), as the pull fails on the node.
     pub fn chain(&self, reference: &ImageReference) -> Chain {
         if self.rules.is_empty() {
             // the usual case: no name to build and match
@@ -307,14 +334,15 @@ impl<'a> Mirrors<'a> {
             refused: Vec::new(),
             unserved_mirrors: 0,
             by_digest,
+            unrewritable: None,
         };
         let rest = name.get(matched..).unwrap_or_default();
         let suffix = match reference.digest() {
             Some(digest) => format!("@{digest}"),
             None => format!(":{}", reference.tag().unwrap_or("latest")),
         };
-        let rewrite =
-            |location: &str| ImageReference::parse(&format!("{location}{rest}{suffix}")).ok();
+        let rewrite = |location: &str| canonical(&format!("{location}{rest}{suffix}"));
+        let mut rewritten = Vec::new();
         for mirror in &rule.mirrors {
             let serves = match mirror.pull_from_mirror {
                 PullFromMirror::All => true,
@@ -323,16 +351,28 @@ impl<'a> Mirrors<'a> {
             };
             if !serves {
                 chain.unserved_mirrors += 1;
-            } else if let Some(location) = rewrite(&mirror.location) {
-                self.place(&mut chain, location, true);
+            } else {
+                rewritten.push((rewrite(&mirror.location), true));
             }
         }
         let primary = match &rule.location {
             Some(location) => rewrite(location),
-            None => Some(reference.clone()),
+            None => Ok(reference.clone()),
         };
-        if let Some(primary) = primary {
-            self.place(&mut chain, primary, false);
+        rewritten.push((primary, false));
+        for (location, is_mirror) in rewritten {
+            match location {
+                Ok(location) => self.place(&mut chain, location, is_mirror),
+                Err(text) => {
+                    chain.locations.clear();
+                    chain.refused.clear();
+                    chain.unrewritable = Some(format!(
+                        "the nodes fail the pull before trying any location: the rule for {} (registries) rewrites it to {text:?}, which is not a canonical image name",
+                        rule.prefix
+                    ));
+                    break;
+                }
+            }
         }
         chain
     }
@@ -392,6 +432,15 @@ impl<'a> Mirrors<'a> {
                 let (a, b) = (self.rules[a].prefix(), self.rules[b].prefix());
                 b.len().cmp(&a.len()).then_with(|| a.cmp(b))
             })
+    }
+}
+
+/// `text` as a reference when it is one in canonical form, as containers/image's
+/// `reference.ParseNamed` requires of a rewritten name; else `text`.
+fn canonical(text: &str) -> Result<ImageReference, String> {
+    match ImageReference::parse(text) {
+        Ok(reference) if reference.to_string() == text => Ok(reference),
+        _ => Err(text.to_owned()),
     }
 }
 
@@ -474,6 +523,15 @@ pub enum LocationError {
         "{0:?} does not start with a registry host (a name with a dot or a port, or localhost); it would be read as a Docker Hub repository"
     )]
     NotQualified(String),
+    /// Another rule with the same location says otherwise of `blocked`, which
+    /// containers/image refuses (`postProcessRegistries`).
+    #[error("{location:?} is also the location of registries[{other}], whose blocked differs")]
+    ConflictingBlocked {
+        /// The shared location (a rule's prefix when it has none).
+        location: String,
+        /// The index of the earlier rule.
+        other: usize,
+    },
     /// Not a valid registry and repository path.
     #[error("{location:?} is not host[:port][/path]: {reason}")]
     Invalid {

@@ -86,6 +86,9 @@ pub enum Observed {
     /// The nodes refuse every location of the image (`blockedRegistry`), but some hold it
     /// and pull only when they lack it (`cachedOnNodes`).
     RefusedButCached,
+    /// The nodes fail the pull before trying any location: a mirror rule rewrites the image
+    /// to a name that is not canonical (`blockedRegistry`'s action).
+    Unrewritable,
 }
 
 impl Observed {
@@ -96,6 +99,7 @@ impl Observed {
             Observed::HostCannotParse => Some("cannot be parsed by the policy server"),
             Observed::EmptyImage => Some("no image to look up"),
             Observed::RefusedButCached => Some("refused by the nodes (cached on nodes)"),
+            Observed::Unrewritable => Some("not rewritable by the nodes' mirror rule"),
         }
     }
 }

@@ -359,8 +359,10 @@ fn a_wildcard_rule_drops_the_subdomain_and_keeps_the_port() {
     );
 }
 
+/// A rewrite that is no reference fails the pull, as containers/image's `rewriteReference`
+/// error does (see [`a_rewrite_to_a_name_that_is_not_canonical_fails_the_pull`]).
 #[test]
-fn a_rewrite_that_is_no_reference_is_left_out() {
+fn a_rewrite_that_is_no_reference_fails_the_pull() {
     // a port kept from the name after a location's own port, or after its path
     let mirrors = Mirrors::new(vec![
         rule(
@@ -378,13 +380,19 @@ fn a_rewrite_that_is_no_reference_is_left_out() {
         ),
     ])
     .expect("valid rules");
-    assert_eq!(
-        lookups(&mirrors, "build.example.test:5000/app:1"),
-        [
-            "mirror.internal.test:5000/app:1",
-            "build.example.test:5000/app:1"
-        ]
-    );
+    for image in [
+        "build.example.test:5000/app:1",
+        "build.moved.test:5000/app:1",
+    ] {
+        let chain = mirrors.chain(&ImageReference::parse(image).expect("valid"));
+        assert!(chain.locations.is_empty(), "{image}: {chain:?}");
+        assert!(
+            chain
+                .refusal()
+                .is_some_and(|r| r.contains("not a canonical image name")),
+            "{image}: {chain:?}"
+        );
+    }
     assert_eq!(
         lookups(&mirrors, "build.example.test/app:1"),
         [
@@ -392,11 +400,6 @@ fn a_rewrite_that_is_no_reference_is_left_out() {
             "mirror.internal.test/app:1",
             "build.example.test/app:1"
         ]
-    );
-    assert_eq!(
-        chain(&mirrors, "build.moved.test:5000/app:1"),
-        [("mirror.internal.test:5000/app:1".to_owned(), true)],
-        "no primary is left"
     );
 }
 
@@ -453,6 +456,7 @@ fn kind(problem: &LocationError) -> &'static str {
         LocationError::MisplacedWildcard(_) => "MisplacedWildcard",
         LocationError::NotQualified(_) => "NotQualified",
         LocationError::Invalid { .. } => "Invalid",
+        LocationError::ConflictingBlocked { .. } => "ConflictingBlocked",
     }
 }
 
@@ -784,4 +788,74 @@ fn blocked_reads_as_a_boolean_and_defaults_to_false() {
         let text = format!(r#"{{"prefix": "a.test", "blocked": {not_bool}}}"#);
         assert!(read(&text).is_err(), "{text}");
     }
+}
+
+/// containers/image's `rewriteReference` (pkg/sysregistriesv2/system_registries_v2.go) parses
+/// the rewritten name with `reference.ParseNamed`, which refuses a name that is not canonical,
+/// and `PullSourcesFromReference` returns that error: the pull fails before any location is
+/// tried. A location without a path, for an image exactly at the prefix, is such a rewrite
+/// (`tools.mirror.test:1` would be `docker.io/library/tools.mirror.test:1`).
+#[test]
+fn a_rewrite_to_a_name_that_is_not_canonical_fails_the_pull() {
+    for rules in [
+        vec![rule(
+            "registry.example.test/tools",
+            Some("tools.mirror.test"),
+            vec![],
+        )],
+        vec![mirrored("registry.example.test/tools", "tools.mirror.test")],
+    ] {
+        let mirrors = Mirrors::new(rules).expect("valid rules");
+        let at_prefix = ImageReference::parse("registry.example.test/tools:1").expect("valid");
+        let chain = mirrors.chain(&at_prefix);
+        assert!(chain.locations.is_empty(), "{chain:?}");
+        let refusal = chain.refusal().expect("the pull fails");
+        assert!(refusal.contains("\"tools.mirror.test:1\""), "{refusal}");
+        // under the prefix, the rewrite has a path and is canonical
+        assert_eq!(
+            lookups(&mirrors, "registry.example.test/tools/lint:1")[0],
+            "tools.mirror.test/lint:1"
+        );
+    }
+}
+
+/// `loadConfigFile` (pkg/sysregistriesv2/system_registries_v2.go) keeps the first rule of a
+/// prefix and drops the later ones ("the first longest prefix always wins").
+#[test]
+fn of_two_rules_with_one_prefix_the_first_counts() {
+    let mirrors = Mirrors::new(vec![
+        mirrored("registry.example.test", "first.mirror.test"),
+        mirrored("registry.example.test", "second.mirror.test"),
+    ])
+    .expect("valid rules");
+    assert_eq!(
+        lookups(&mirrors, "registry.example.test/app:1"),
+        ["first.mirror.test/app:1", "registry.example.test/app:1"]
+    );
+}
+
+/// `postProcessRegistries` refuses rules that share a location (a rule's prefix when it has
+/// none) and disagree on `blocked`.
+#[test]
+fn rules_sharing_a_location_must_agree_on_blocked() {
+    let error = Mirrors::new(vec![
+        rule("registry.example.test", None, vec![]),
+        blocked("registry.example.test", None, vec![]),
+    ])
+    .expect_err("conflicting blocked");
+    assert_eq!(error.field, "[1].blocked");
+    assert_eq!(kind(&error.problem), "ConflictingBlocked");
+    assert!(Mirrors::new(vec![
+        rule(
+            "registry.example.test/a",
+            Some("shared.example.test"),
+            vec![]
+        ),
+        rule(
+            "registry.example.test/b",
+            Some("shared.example.test"),
+            vec![]
+        ),
+    ])
+    .is_ok());
 }
