@@ -20,7 +20,7 @@ use tokio::time::Instant as Deadline;
 use crate::config::{Provider, Skipped, TokenCacheType};
 use crate::exec::exec;
 use crate::protocol::{AuthEntry, CacheKeyType, Request};
-use crate::runs::{Flights, RunLimits, Shares, Silence};
+use crate::runs::{Flights, RunLimits, Shares, Silence, Turn};
 
 /// The credentials of one answer, by keyring key.
 pub type Auth = Arc<[(String, AuthEntry)]>;
@@ -117,15 +117,31 @@ impl Plugins {
             .filter(move |plugin| plugin.provider.matches(image))
     }
 
-    /// What `plugin` gives `ask`: its cached answer, else a run of it (or of the lookup of the
-    /// same key in flight), within the namespace's share of the runs.
+    /// What `plugin` gives `ask`: its cached answer, else a run of it (or the answer of the run
+    /// of the same key in flight), within the namespace's share of the runs. A run that fails or
+    /// outlives the lookup silences the key for the namespace.
     pub async fn credentials(&self, plugin: &Plugin, ask: &Ask<'_>) -> Result<Auth, PluginError> {
         let scope = plugin.scope(ask.account, ask.token, ask.annotations);
         if let Some(auth) = plugin.cached(ask.image, &scope) {
             return Ok(auth);
         }
         let silence_key = length_prefixed(&[ask.namespace, ask.image, &scope]);
-        let silenced = || plugin.silence.until(&silence_key).map(|_| self.silenced());
+        let answer = self.answer(plugin, ask, &scope, &silence_key).await;
+        if matches!(answer, Err(PluginError::Failed(_) | PluginError::NoAnswer)) {
+            plugin.silence.silence(silence_key, self.limits.silence);
+        }
+        answer
+    }
+
+    /// The answer of a run, this lookup's or the one in flight it waited for.
+    async fn answer(
+        &self,
+        plugin: &Plugin,
+        ask: &Ask<'_>,
+        scope: &str,
+        silence_key: &str,
+    ) -> Result<Auth, PluginError> {
+        let silenced = || plugin.silence.until(silence_key).map(|_| self.silenced());
         if let Some(error) = silenced() {
             return Err(error);
         }
@@ -133,32 +149,30 @@ impl Plugins {
         // namespace
         let own = self.shares.namespace(ask.namespace, ask.deadline).await;
         let own = own.ok_or(PluginError::Busy)?;
-        let Some(_flight) = plugin
-            .flights
-            .enter(&cache_key(ask.image, &scope), ask.deadline)
-            .await
-        else {
-            plugin.silence.silence(silence_key, self.limits.silence);
-            return Err(PluginError::NoAnswer);
+        let flight = cache_key(ask.image, scope);
+        let held = match plugin.flights.enter(&flight, ask.deadline).await {
+            None => return Err(PluginError::NoAnswer),
+            Some(Turn::Answered(answer)) => return answer,
+            Some(Turn::Run(held)) => held,
         };
-        // the run this one waited for may have answered for it, or failed for its namespace
-        if let Some(auth) = plugin.cached(ask.image, &scope) {
+        // a run before this one may have answered for it, or failed for its namespace
+        if let Some(auth) = plugin.cached(ask.image, scope) {
             return Ok(auth);
         }
         if let Some(error) = silenced() {
             return Err(error);
         }
-        let _slots = self.shares.total(own, ask.deadline).await;
-        let _slots = _slots.ok_or(PluginError::Busy)?;
-        let answer = tokio::time::timeout_at(ask.deadline, self.run(plugin, ask, &scope)).await;
-        let error = match answer {
-            Ok(Ok(auth)) => return Ok(auth),
-            Ok(Err(reason)) => PluginError::Failed(reason),
+        let slots = self.shares.total(own, ask.deadline).await;
+        let _slots = slots.ok_or(PluginError::Busy)?;
+        let ran = tokio::time::timeout_at(ask.deadline, self.run(plugin, ask, scope)).await;
+        let answer = match ran {
+            Ok(Ok(auth)) => Ok(auth),
+            Ok(Err(reason)) => Err(PluginError::Failed(reason)),
             // the run is dropped, and its process killed (crate::exec)
-            Err(_) => PluginError::NoAnswer,
+            Err(_) => Err(PluginError::NoAnswer),
         };
-        plugin.silence.silence(silence_key, self.limits.silence);
-        Err(error)
+        held.ended(answer.clone());
+        answer
     }
 
     fn silenced(&self) -> PluginError {
@@ -204,7 +218,7 @@ const MAX_CACHED: usize = 4096;
 pub struct Plugin {
     provider: Provider,
     cache: Mutex<HashMap<String, (Auth, Instant)>>,
-    flights: Flights,
+    flights: Flights<Result<Auth, PluginError>>,
     silence: Silence,
 }
 

@@ -11,6 +11,7 @@
 //!   registry is (the stock policy server asks HEAD then GET: the GET must not wait again).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,26 +99,79 @@ impl Shares {
     }
 }
 
-/// One lock per key: the run of a key in flight, which the other lookups of the key wait for.
-#[derive(Default)]
-pub(crate) struct Flights {
-    keys: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+/// One lock per key: the run of a key in flight, which the other lookups of the key wait for
+/// and whose answer they take, as the kubelet's single flight gives it (so even an answer that
+/// is not cached serves every lookup that waited for it).
+pub(crate) struct Flights<T> {
+    keys: Mutex<HashMap<String, Arc<Flight<T>>>>,
 }
 
-impl Flights {
-    /// The key's lock, waited for until `deadline`; `None` when the run in flight outlived it.
-    pub(crate) async fn enter(&self, key: &str, deadline: Deadline) -> Option<OwnedMutexGuard<()>> {
-        let lock = {
+impl<T> Default for Flights<T> {
+    fn default() -> Self {
+        Flights {
+            keys: Mutex::default(),
+        }
+    }
+}
+
+/// The runs of one key: how many ended, and the last one's answer.
+pub(crate) struct Flight<T> {
+    ended: AtomicU64,
+    last: Arc<tokio::sync::Mutex<Option<T>>>,
+}
+
+impl<T> Default for Flight<T> {
+    fn default() -> Self {
+        Flight {
+            ended: AtomicU64::new(0),
+            last: Arc::new(tokio::sync::Mutex::new(None)),
+        }
+    }
+}
+
+/// A key's lock, held: the caller's turn to run, or the answer of the run it waited for.
+pub(crate) enum Turn<T> {
+    /// A run ended while this lookup waited: its answer.
+    Answered(T),
+    /// This lookup's turn: its run's answer goes to [`Held::ended`].
+    Run(Held<T>),
+}
+
+/// The lock of a key, held by the lookup whose turn it is.
+pub(crate) struct Held<T> {
+    flight: Arc<Flight<T>>,
+    guard: OwnedMutexGuard<Option<T>>,
+}
+
+impl<T: Clone> Held<T> {
+    /// The run ended with `answer`, which the lookups waiting now are given.
+    pub(crate) fn ended(mut self, answer: T) {
+        *self.guard = Some(answer);
+        self.flight.ended.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl<T: Clone> Flights<T> {
+    /// The key's turn, waited for until `deadline`; `None` when the run in flight outlived it.
+    pub(crate) async fn enter(&self, key: &str, deadline: Deadline) -> Option<Turn<T>> {
+        let flight = {
             let mut map = self.keys.lock().ok()?;
             if map.len() >= MAX_FOLLOWED && !map.contains_key(key) {
-                // a lock only the map holds has no run and no waiter
-                map.retain(|_, lock| Arc::strong_count(lock) > 1);
+                // a flight only the map holds has no run and no waiter
+                map.retain(|_, flight| Arc::strong_count(flight) > 1);
             }
             map.entry(key.to_owned()).or_default().clone()
         };
-        tokio::time::timeout_at(deadline, lock.lock_owned())
+        let seen = flight.ended.load(Ordering::SeqCst);
+        let guard = tokio::time::timeout_at(deadline, flight.last.clone().lock_owned())
             .await
-            .ok()
+            .ok()?;
+        if flight.ended.load(Ordering::SeqCst) != seen {
+            if let Some(answer) = guard.as_ref() {
+                return Some(Turn::Answered(answer.clone()));
+            }
+        }
+        Some(Turn::Run(Held { flight, guard }))
     }
 }
 
@@ -188,13 +242,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_key_in_flight_leaves_the_other_keys_free() {
-        let flights = Flights::default();
-        let held = flights.enter("a", soon()).await.expect("free");
+    async fn one_key_in_flight_leaves_the_other_keys_free_and_its_waiters_get_its_answer() {
+        let flights = Flights::<u32>::default();
+        let Some(Turn::Run(held)) = flights.enter("a", soon()).await else {
+            panic!("a free key is the caller's turn");
+        };
         assert!(flights.enter("a", soon()).await.is_none(), "a waits");
-        assert!(flights.enter("b", soon()).await.is_some(), "b does not");
-        drop(held);
-        assert!(flights.enter("a", soon()).await.is_some());
+        assert!(matches!(
+            flights.enter("b", soon()).await,
+            Some(Turn::Run(_))
+        ));
+        let waiter = flights.enter("a", Deadline::now() + Duration::from_secs(5));
+        tokio::pin!(waiter);
+        assert!(
+            futures_poll_once(&mut waiter).await.is_none(),
+            "still waiting"
+        );
+        held.ended(7);
+        assert!(matches!(waiter.await, Some(Turn::Answered(7))));
+        // a lookup that comes after the run ended runs again
+        assert!(matches!(
+            flights.enter("a", soon()).await,
+            Some(Turn::Run(_))
+        ));
+    }
+
+    /// Polls `future` once: its output if it is ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(
+        future: &mut F,
+    ) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            output = future => Some(output),
+            () = std::future::ready(()) => None,
+        }
     }
 
     #[test]
