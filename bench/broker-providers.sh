@@ -66,7 +66,8 @@ apiserver_serve "$cluster" >/dev/null
 api_port=$(cat "$E2E_WORK/registries/apiserver/port")
 broker_start broker --apiserver-port "$api_port" \
   --sources "$(write_sources_yaml upstream --insecure "$REG_AUTH")" \
-  --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" >/dev/null
+  --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" \
+  --provider-namespaces "plugin=;cached=" >/dev/null
 
 # one_ms CREDENTIALS REPO TAG: wall time (ms) of one brokered GET of team-a's REPO:TAG; fails
 # unless it is found.
