@@ -397,6 +397,68 @@ records_above() { (($(records "$1") > $2)); }
   no_secret_leaked
 }
 
+# deploy_settings: the policy's settings of deploy/policy-server.yaml, its broker host and key
+# Secret replaced by this suite's, and the nodes' provider `hangs` in credentialProviders, as a
+# user running plugins pastes them.
+deploy_settings() {
+  local providers
+  providers=$(jq -cn --arg m "$REG_AUTH/hangs" '{apiVersion: "kubelet.config.k8s.io/v1",
+    kind: "CredentialProviderConfig", providers: [{name: "hangs", matchImages: [$m],
+    defaultCacheDuration: "0s", apiVersion: "credentialprovider.kubelet.k8s.io/v1"}]}')
+  deploy_policy_spec | jq -c --arg host "$BROKER_ADDR" --argjson key "$BROKER_KEY_SECRET" --argjson providers "$providers" \
+      '.settings | .lookupBroker.host = $host | .lookupBroker.keySecret = $key | .credentialProviders = $providers'
+}
+
+# deploy_policy_spec: the spec of deploy/policy-server.yaml's ClusterAdmissionPolicy, as JSON.
+deploy_policy_spec() {
+  python3 -c 'import json, sys, yaml
+docs = yaml.safe_load_all(open(sys.argv[1]))
+print(json.dumps(next(d for d in docs if d and d.get("kind") == "ClusterAdmissionPolicy")["spec"]))' \
+    "$REPO_ROOT/deploy/policy-server.yaml"
+}
+
+# deploy_flag NAME: the value of the broker's --NAME in deploy/broker.yaml.
+deploy_flag() { grep -o -- "--$1=[0-9]*" "$REPO_ROOT/deploy/broker.yaml" | head -n 1 | cut -d= -f2; }
+
+@test "broker providers: on the test host, a plugin that never answers: admitted with a warning within the evaluation time-out" {
+  skip_on_kwctl "the test host's own registry client asks the broker"
+  require_host
+  local eval_s lookup_ms attempt_ms before req settings
+  # the evaluation time-out deploy/ sets, else the policy server's default (2 s); the broker
+  # run with deploy/'s time-outs
+  eval_s=$(deploy_policy_spec | jq '.timeoutEvalSeconds // 2')
+  lookup_ms=$(deploy_flag lookup-timeout-ms)
+  attempt_ms=$(deploy_flag attempt-timeout-ms)
+  [[ -n "$lookup_ms" && -n "$attempt_ms" ]] || _fail_with "no time-outs in deploy/broker.yaml"
+  local config="$(e2e_workdir)/credential-providers.yaml" bin="$(e2e_workdir)/provider-bin"
+  broker_start broker-providers-deploy --apiserver-port "$(cat "$(e2e_workdir)/registries/apiserver/port")" \
+    --sources "$(write_sources_yaml broker-providers --insecure "$REG_AUTH")" \
+    --attempt-timeout-ms "$attempt_ms" --lookup-timeout-ms "$lookup_ms" \
+    --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" \
+    --provider-namespaces "hangs=$TIER_LABEL=gold"
+  before=$(records hangs)
+  req=$(bare_pod_request v1)
+  jq --arg i "$REG_AUTH/hangs/host-pair:v1" '.request.object.spec.containers[0].image = $i' "$req" >"$req.tmp"
+  mv "$req.tmp" "$req"
+  settings=$(deploy_settings)
+  run --separate-stderr policy_run "$req" --settings-json "$settings" \
+    --cluster-dir "$(e2e_workdir)/cluster/broker-providers" \
+    --docker-config-json-path "$(write_docker_config broker-caller-host "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
+    --sources-path "$(write_sources_yaml broker-providers-host --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")"
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "$REG_AUTH/hangs/host-pair:v1"
+  # the host's HEAD waited for the plugin, its GET was answered at once: one run, and the
+  # pair's time in the broker within the evaluation time-out
+  (($(records hangs) == before + 1)) || _fail_with "the plugin ran $(($(records hangs) - before)) times"
+  jq -se --argjson limit "$((eval_s * 1000))" '
+    [.[] | select(.msg == "lookup" and .repository == "hangs/host-pair")] as $pair
+    | ($pair | length) == 2 and ($pair | map(.status) | all(. == 503))
+      and ($pair[1].reason | contains("not run again yet")) and ($pair | map(.ms) | add) < $limit' \
+    "$BROKER_LOG" || _fail_with "the broker's lookups: $(grep host-pair "$BROKER_LOG")"
+  no_secret_leaked
+}
+
 @test "broker providers: the policy on the policy-server finds a pod's private image through a plugin" {
   policy_server_bin >/dev/null ||
     skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the policy's end needs the real one"

@@ -163,7 +163,7 @@ impl<T: Clone> Flights<T> {
             map.entry(key.to_owned()).or_default().clone()
         };
         let seen = flight.ended.load(Ordering::SeqCst);
-        let guard = tokio::time::timeout_at(deadline, flight.last.clone().lock_owned())
+        let mut guard = tokio::time::timeout_at(deadline, flight.last.clone().lock_owned())
             .await
             .ok()?;
         if flight.ended.load(Ordering::SeqCst) != seen {
@@ -171,6 +171,8 @@ impl<T: Clone> Flights<T> {
                 return Some(Turn::Answered(answer.clone()));
             }
         }
+        // the last answer was for the lookups that waited for it (one not to be cached, maybe)
+        *guard = None;
         Some(Turn::Run(Held { flight, guard }))
     }
 }
