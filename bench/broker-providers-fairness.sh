@@ -1,34 +1,20 @@
 #!/usr/bin/env bash
-# `make bench`, plugins shared fairly (docs/broker.md, "Credential provider plugins"): one
+# `make bench`, plugins shared fairly (docs/clouds/credential-providers.md): one
 # namespace's brokered lookups through a credential provider plugin, alone and then beside a
 # namespace whose lookups through the same plugin are slow (the plugin takes a second for its
 # images, run every lookup), on a real registry on loopback. Prints the well-behaved
 # namespace's p50 and p99 with and without the slow neighbour and their ratio (the target:
 # p99 at most 1.2x alone), and its errors. Nothing is asserted. Needs only the broker and plugin
 # binaries (`make broker`); skips, saying so, without them. Knobs: BENCH_FAIRNESS_LOOKUPS
-# (lookups per column, 40), BROKER_BIN, TEST_PROVIDER_BIN.
+# (lookups per column, 100), BROKER_BIN, TEST_PROVIDER_BIN.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-LOOKUPS=${BENCH_FAIRNESS_LOOKUPS:-40}
-# shellcheck source=e2e-tests/lib/common.bash
-source e2e-tests/lib/common.bash
-# shellcheck source=e2e-tests/lib/broker.bash
-source e2e-tests/lib/broker.bash
-PROVIDER_BIN=${TEST_PROVIDER_BIN:-$ROOT/target/debug/test-credential-provider}
-
-echo
-echo "## Lookup broker: one namespace's plugin lookups beside a slow namespace's (broker alone)"
-echo
-if [[ ! -x "$(broker_bin)" || ! -x "$PROVIDER_BIN" ]]; then
-  echo "skipped: no broker ($(broker_bin)) or plugin ($PROVIDER_BIN) binary: run 'make broker'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-trap 'jobs -p | xargs -r kill 2>/dev/null; registry_stop_all; rm -rf "$E2E_WORK"' EXIT
+LOOKUPS=${BENCH_FAIRNESS_LOOKUPS:-100}
+# shellcheck source=bench/broker_providers_lib.sh
+source bench/broker_providers_lib.sh
+providers_bench "Lookup broker: one namespace's plugin lookups beside a slow namespace's (broker alone)"
 
 registry_start auth >/dev/null
 image=$(build_image bench-fairness)
@@ -57,29 +43,33 @@ broker_start broker --apiserver-port "$api_port" \
   --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" \
   --provider-namespaces "shared=" >/dev/null
 
-# one NAMESPACE REPO: "STATUS MS" of one brokered GET of NAMESPACE's REPO:v1, no pull secret.
+# url NAMESPACE REPO: the broker's URL of NAMESPACE's REPO:v1 with no pull secret (sealed once:
+# good for minutes, and no seal is computed while the figures are taken).
+url() { printf 'http://%s/v2/%s/manifests/v1' "$BROKER_ADDR" "$(broker_seal "$1/n/d.${REG_AUTH/:/_}/$2" v1)"; }
+fast_url=$(url team-fast shared/app)
+slow_url=$(url team-slow shared/slow-app)
+# one URL: "STATUS MS" of one brokered GET.
 one() {
-  local body="$1/n/d.${REG_AUTH/:/_}/$2" out
+  local out
   out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 20 \
     -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
-    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    "http://$BROKER_ADDR/v2/$(broker_seal "$body" v1)/manifests/v1")
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' "$1")
   awk -v s="${out%% *}" -v t="${out#* }" 'BEGIN { printf "%s %.1f\n", s, t * 1000 }'
 }
 # column FILE: LOOKUPS lookups of team-fast, one after another, "STATUS MS" lines into FILE.
 column() {
   local i
-  for ((i = 0; i < LOOKUPS; i++)); do one team-fast shared/app; done >"$1"
+  for ((i = 0; i < LOOKUPS; i++)); do one "$fast_url"; done >"$1"
 }
 percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; print v[i] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
 errors() { awk '$1 != 200' "$1" | wc -l; }
 
-one team-fast shared/app >/dev/null # warm: the Namespace read, the connection, the token
+one "$fast_url" >/dev/null # warm: the Namespace read, the connection, the token
 column "$E2E_WORK/alone"
 # the neighbour: four lookups of team-slow at a time, each holding a run for a second
 for worker in 1 2 3 4; do
-  (while :; do one team-slow shared/slow-app >/dev/null; done) &
+  (while :; do one "$slow_url" >/dev/null; done) &
 done
 sleep 1
 column "$E2E_WORK/beside"

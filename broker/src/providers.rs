@@ -369,6 +369,13 @@ mod tests {
         }
     }
 
+    /// What `providers` give team-a's lookup of [`IMAGE`] naming `credentials`.
+    async fn given_to(providers: &NodeProviders, credentials: Credentials) -> Vec<Given> {
+        providers
+            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
+            .await
+    }
+
     fn describe(given: &[Given]) -> Vec<String> {
         given
             .iter()
@@ -385,10 +392,7 @@ mod tests {
         let (_dir, providers) = plugins(&config);
         assert!(providers.cover(IMAGE));
         assert!(!providers.cover("other.test/team/app"));
-        let credentials = Credentials::PullSecrets(vec![]);
-        let given = providers
-            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 2, "{described:?}");
         assert_eq!(described[0], "credential robot");
@@ -401,10 +405,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_plugin_is_an_attempt_without_an_answer_never_nothing() {
         let (_dir, providers) = plugins(&provider("fails", ""));
-        let credentials = Credentials::PullSecrets(vec![]);
-        let given = providers
-            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         assert!(
             matches!(given.as_slice(), [Given::Failed(_)]),
             "{:?}",
@@ -416,10 +417,7 @@ mod tests {
     async fn a_token_plugin_without_the_pods_service_account_is_uncertain() {
         let attributes = "    tokenAttributes:\n      serviceAccountTokenAudience: registry.test\n      requireServiceAccount: true\n";
         let (_dir, providers) = plugins(&provider("answers", attributes));
-        let credentials = Credentials::PullSecrets(vec!["regcred".into()]);
-        let given = providers
-            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec!["regcred".into()])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 1, "{described:?}");
         assert!(
@@ -432,10 +430,7 @@ mod tests {
     async fn no_reason_quotes_the_plugins_password() {
         let config = provider("answers", "") + &provider("fails", "");
         let (_dir, providers) = plugins(&config);
-        let credentials = Credentials::PullSecrets(vec![]);
-        let given = providers
-            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         for reason in given.iter().filter_map(|g| match g {
             Given::Failed(reason) => Some(reason),
             Given::Credential(_) => None,
@@ -468,10 +463,7 @@ mod tests {
     #[tokio::test]
     async fn a_provider_not_named_for_the_namespace_is_not_run_and_leaves_it_uncertain() {
         let (dir, providers) = plugins_serving(&provider("answers", ""), &[]);
-        let credentials = Credentials::PullSecrets(vec![]);
-        let given = providers
-            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 1, "{described:?}");
         assert!(
@@ -482,13 +474,7 @@ mod tests {
         assert!(record.is_empty(), "the plugin ran: {record}");
         let named = plugins_serving(&provider("answers", ""), &["answers=team=blue"]);
         // the namespace's labels cannot be read here: uncertain, and still not run
-        let given = named
-            .1
-            .credentials(
-                &Cluster::unreachable_for_tests(),
-                &question(&Credentials::PullSecrets(vec![])),
-            )
-            .await;
+        let given = given_to(&named.1, Credentials::PullSecrets(vec![])).await;
         assert!(matches!(given.as_slice(), [Given::Failed(_)]));
         let record = std::fs::read_to_string(named.0.path().join("record")).unwrap_or_default();
         assert!(record.is_empty(), "the plugin ran: {record}");
