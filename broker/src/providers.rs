@@ -104,6 +104,17 @@ impl NodeProviders {
             .iter()
             .map(|p| p.provider().name.as_str());
         self.served = Served::parse(entries, names)?;
+        for provider in self.plugins.all().iter().map(Plugin::provider) {
+            let token = provider.token_attributes.is_some();
+            if self.served.rule(&provider.name, token) == Rule::None {
+                // an upgrade from a broker that ran it for every namespace says so once
+                tracing::warn!(
+                    msg = "providerServesNoNamespace",
+                    provider = provider.name.as_str(),
+                    hint = "name it in --provider-namespaces",
+                );
+            }
+        }
         self.plugins = self.plugins.limited(limits);
         Ok(self)
     }
@@ -462,7 +473,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_provider_not_named_for_the_namespace_is_not_run_and_leaves_it_uncertain() {
-        let (dir, providers) = plugins_serving(&provider("answers", ""), &[]);
+        let mut loaded = None;
+        let lines = crate::logs::capture::lines(|| {
+            loaded = Some(plugins_serving(&provider("answers", ""), &[]));
+        });
+        let (dir, providers) = loaded.expect("loaded");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["msg"] == "providerServesNoNamespace" && l["provider"] == "answers"),
+            "{lines:?}"
+        );
         let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 1, "{described:?}");
