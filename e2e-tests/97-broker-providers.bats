@@ -98,6 +98,7 @@ setup_file() {
   {
     pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     pull_secret_yaml team-a wrong "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-b regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     # builder has the annotation the token plugin requires and the optional one; plain has
     # neither, and the pull secret; bare has neither and no pull secret
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: builder" \
@@ -389,8 +390,16 @@ records_above() { (($(records "$1") > $2)); }
   expect_status 503
   LOOKUP_NAMESPACE=team-b run -0 lookup n works/app v9
   expect_status 503
+  # the pull secret's definitive 404, and the provider the node would run not run: uncertain
+  LOOKUP_NAMESPACE=team-b run -0 lookup s.regcred works/app v9
+  expect_status 503
+  LOOKUP_NAMESPACE=team-b run -0 lookup s.regcred works/app v1
+  expect_status 200
   (($(records works) == before)) || _fail_with "the plugin ran for team-b: $(tail -n 1 "$PROVIDER_RECORDS/works")"
-  last_lookup works/app | jq -e '.namespace == "team-b" and (.reason | contains("not run for namespace team-b"))'
+  jq -se '[.[] | select(.msg == "lookup" and .repository == "works/app" and .namespace == "team-b")]
+    | (.[:3] | all(.reason | contains("not run for namespace team-b")))
+      and (.[2].attempts | fromjson | index("notFound") != null)' "$BROKER_LOG" ||
+    _fail_with "team-b's lookups: $(grep team-b "$BROKER_LOG")"
   run -0 lookup n works/app v1
   expect_status 200
   (($(records works) == before + 1)) || _fail_with "the plugin did not run for team-a"
