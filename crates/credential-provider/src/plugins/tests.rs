@@ -401,7 +401,8 @@ async fn a_key_whose_run_outlived_its_lookup_is_answered_at_once_then_asked_agai
         limits,
     );
     let plugin = plugins.all().first().expect("a plugin");
-    let head = question("team-a", "r.example.test/slow", Duration::from_millis(300));
+    // a second: time for the script to start and say so on a loaded machine
+    let head = question("team-a", "r.example.test/slow", Duration::from_secs(1));
     assert_eq!(
         plugins.credentials(plugin, &head).await.err(),
         Some(PluginError::NoAnswer)
@@ -413,7 +414,7 @@ async fn a_key_whose_run_outlived_its_lookup_is_answered_at_once_then_asked_agai
     assert!(error.to_string().contains("not run again yet"), "{error}");
     assert_eq!(runs_started(&started), 1, "one run for the pair");
     // another namespace, and another image of the same namespace, still run it
-    let other = question("team-b", "r.example.test/slow", Duration::from_millis(300));
+    let other = question("team-b", "r.example.test/slow", Duration::from_secs(1));
     assert_eq!(
         plugins.credentials(plugin, &other).await.err(),
         Some(PluginError::NoAnswer)
