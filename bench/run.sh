@@ -320,8 +320,9 @@ fi
 
 # --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server; and
 # bench/broker-providers.sh, the broker alone: a credential provider plugin against a pull
-# secret) ---------------------------------------------------------------------------------------
+# secret; bench/broker-providers-fairness.sh: a namespace's plugin lookups beside a slow one's)
 if section broker; then
   bash "$ROOT/bench/broker.sh"
   bash "$ROOT/bench/broker-providers.sh"
+  bash "$ROOT/bench/broker-providers-fairness.sh"
 fi
