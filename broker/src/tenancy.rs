@@ -7,6 +7,11 @@
 //! The decision is made before any Secret or ServiceAccount is read and before any registry is
 //! asked, so the RBAC that goes with it is a cluster-wide `get` on namespaces and a per-namespace
 //! RoleBinding for Secrets and ServiceAccounts.
+//!
+//! An anonymous lookup (no pull secret named, no plugin covering the image) spends nothing of
+//! its namespace: it is served for every namespace that is not protected, opted in or not, so
+//! that with every lookup sent through the broker (`use: all`) a namespace that did not opt in
+//! still has its typos rejected; only the protected ones stay refused by name.
 
 use serde_json::Value;
 
@@ -66,6 +71,31 @@ impl Tenancy {
     }
 }
 
+/// What a lookup needs before it is made, decided by name alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Refused without a read.
+    Refused(NotServed),
+    /// Served without a read: anonymous, and the namespace is not protected.
+    Served,
+    /// Served only if the Namespace object opted in ([`opted_in`]).
+    IfOptedIn,
+}
+
+impl Tenancy {
+    /// Whether a lookup of `namespace` is served, refused, or waits for its Namespace's
+    /// label; `anonymous` when it spends no credential of the namespace.
+    pub fn admission(&self, namespace: &str, anonymous: bool) -> Admission {
+        if self.protected(namespace) {
+            Admission::Refused(NotServed::Protected)
+        } else if anonymous {
+            Admission::Served
+        } else {
+            Admission::IfOptedIn
+        }
+    }
+}
+
 /// Whether a Namespace object (as the API server returns it) opted in.
 pub fn opted_in(namespace: &Value) -> bool {
     namespace
@@ -116,6 +146,28 @@ mod tests {
             assert!(!opted_in(&with(labels.clone())), "{labels}");
         }
         assert!(!opted_in(&json!({"metadata": {"name": "team-a"}})));
+    }
+
+    #[test]
+    fn anonymous_lookups_need_no_opt_in_but_protected_namespaces_stay_refused() {
+        let t = Tenancy::new(Some("broker-ns".into()), vec!["kubewarden".into()]);
+        assert_eq!(t.admission("team-a", true), Admission::Served);
+        assert_eq!(t.admission("team-a", false), Admission::IfOptedIn);
+        for ns in [
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "kubewarden",
+            "broker-ns",
+        ] {
+            for anonymous in [true, false] {
+                assert_eq!(
+                    t.admission(ns, anonymous),
+                    Admission::Refused(NotServed::Protected),
+                    "{ns} {anonymous}"
+                );
+            }
+        }
     }
 
     #[test]
