@@ -111,19 +111,22 @@ mod tests {
 
     use super::*;
 
+    /// Protected by `Tenancy::new(Some("broker-ns"), ["kubewarden"])`.
+    const PROTECTED: [&str; 5] = [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kubewarden",
+        "broker-ns",
+    ];
+
     #[test]
     fn system_own_and_listed_namespaces_are_protected_by_name() {
         let t = Tenancy::new(
             Some("broker-ns".into()),
             vec!["kubewarden".into(), " ".into()],
         );
-        for ns in [
-            "kube-system",
-            "kube-public",
-            "kube-node-lease",
-            "kubewarden",
-            "broker-ns",
-        ] {
+        for ns in PROTECTED {
             assert!(t.protected(ns), "{ns}");
         }
         for ns in ["team-a", "default", "kube-systems", "Kube-system", ""] {
@@ -153,13 +156,7 @@ mod tests {
         let t = Tenancy::new(Some("broker-ns".into()), vec!["kubewarden".into()]);
         assert_eq!(t.admission("team-a", true), Admission::Served);
         assert_eq!(t.admission("team-a", false), Admission::IfOptedIn);
-        for ns in [
-            "kube-system",
-            "kube-public",
-            "kube-node-lease",
-            "kubewarden",
-            "broker-ns",
-        ] {
+        for ns in PROTECTED {
             for anonymous in [true, false] {
                 assert_eq!(
                     t.admission(ns, anonymous),
