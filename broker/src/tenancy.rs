@@ -167,6 +167,21 @@ mod tests {
         }
     }
 
+    /// The policy's warning is the refusal's words up to the operator's hint, after
+    /// "not checked: namespace NAME": docs/broker.md's table must give each.
+    #[test]
+    fn each_refusal_has_the_wording_docs_broker_md_gives() {
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/broker.md"))
+                .expect("docs/broker.md");
+        for why in [NotServed::Protected, NotServed::NotOptedIn] {
+            let words = why.words();
+            let warned = words.split(" (").next().unwrap_or(&words);
+            let documented = format!("`not checked: namespace NAMESPACE {warned}`");
+            assert!(docs.contains(&documented), "{documented}");
+        }
+    }
+
     #[test]
     fn the_refusal_says_why_plainly() {
         assert_eq!(
