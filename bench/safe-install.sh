@@ -39,14 +39,7 @@ cluster=$(write_cluster_dir bench-safe)
 broker_key_secret_yaml | cluster_add "$cluster" 10-key.yaml
 apiserver_serve "$cluster" >/dev/null
 api_port=$(cat "$E2E_WORK/registries/apiserver/port")
-mapfile -t flags < <(python3 - deploy/broker.yaml <<'EOF'
-import sys, yaml
-[d] = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
-for arg in d["spec"]["template"]["spec"]["containers"][0]["args"]:
-    if arg.split("=")[0] in ("--attempt-timeout-ms", "--lookup-timeout-ms", "--deny-destination"):
-        print(arg)
-EOF
-)
+mapfile -t flags < <(deploy_broker_flags)
 broker_start broker --apiserver-port "$api_port" --no-loopback-allowance \
   --sources "$(write_sources_yaml upstream --insecure "$good" --insecure "$slow")" \
   --allow-registry "$good" --allow-registry "$slow" "${flags[@]}" >/dev/null

@@ -92,19 +92,6 @@ print(json.dumps(settings))
 EOF
 }
 
-# deploy_broker_flags: the broker's time-out and destination flags of deploy/broker.yaml, one a
-# line (its addresses, TLS and files are the test's own).
-deploy_broker_flags() {
-  python3 - "$REPO_ROOT/deploy/broker.yaml" <<'EOF'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-[deployment] = [d for d in docs if d["kind"] == "Deployment"]
-for arg in deployment["spec"]["template"]["spec"]["containers"][0]["args"]:
-    if arg.split("=")[0] in ("--attempt-timeout-ms", "--lookup-timeout-ms", "--deny-destination"):
-        print(arg)
-EOF
-}
-
 # evaluate REQUEST: the policy's answer with deploy/'s settings: on the stock policy-server when
 # setup_file started one, else on the test host.
 evaluate() {
