@@ -14,23 +14,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 REPEATS=${BENCH_BROKER_REPEATS:-5}
-# shellcheck source=e2e-tests/lib/common.bash
-source e2e-tests/lib/common.bash
-# shellcheck source=e2e-tests/lib/broker.bash
-source e2e-tests/lib/broker.bash
-PROVIDER_BIN=${TEST_PROVIDER_BIN:-$ROOT/target/debug/test-credential-provider}
-
-echo
-echo "## Lookup broker: a credential provider plugin against a pull secret (broker alone)"
-echo
-if [[ ! -x "$(broker_bin)" || ! -x "$PROVIDER_BIN" ]]; then
-  echo "skipped: no broker ($(broker_bin)) or plugin ($PROVIDER_BIN) binary: run 'make broker'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-trap 'registry_stop_all; rm -rf "$E2E_WORK"' EXIT
+# shellcheck source=bench/broker_providers_lib.sh
+source bench/broker_providers_lib.sh
+providers_bench "Lookup broker: a credential provider plugin against a pull secret (broker alone)"
 
 registry_start auth >/dev/null
 image=$(build_image bench-provider)
@@ -66,7 +52,8 @@ apiserver_serve "$cluster" >/dev/null
 api_port=$(cat "$E2E_WORK/registries/apiserver/port")
 broker_start broker --apiserver-port "$api_port" \
   --sources "$(write_sources_yaml upstream --insecure "$REG_AUTH")" \
-  --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" >/dev/null
+  --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" \
+  --provider-namespaces "plugin=;cached=" >/dev/null
 
 # one_ms CREDENTIALS REPO TAG: wall time (ms) of one brokered GET of team-a's REPO:TAG; fails
 # unless it is found.

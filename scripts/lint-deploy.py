@@ -14,6 +14,12 @@ an error, as `kubectl apply --validate=strict` refuses it):
   the required ones required, any other refused. Nested Kubernetes types (rules, affinity,
   ...) are checked for their type only.
 - A key written twice in one mapping, which YAML loaders silently resolve to the last value.
+- The shipped install as a whole (check_install, when the files hold the policy): every lookup
+  through the broker (`lookupBroker.use: all`), `failurePolicy: Ignore`, time-outs that nest
+  (timeBudgetMs + a HEAD then a GET at the broker's --lookup-timeout-ms + MARGIN_MS <=
+  timeoutEvalSeconds <= timeoutSeconds), and the PolicyServer's egress exactly the broker, DNS,
+  the API server and the module's registry (a network plugin enforces it; the manifest is what
+  can be checked here).
 
 Run with the Python of the lint virtual environment (.ci/setup makes .venv-lint/):
     .venv-lint/bin/python scripts/lint-deploy.py [FILE...]
@@ -96,6 +102,107 @@ KUBEWARDEN = {
     "PolicyServer": kind_schema(POLICY_SERVER_SPEC, ["image", "replicas"]),
     "ClusterAdmissionPolicy": kind_schema(POLICY_SPEC, ["module", "rules", "mutating"]),
 }
+
+
+# What the evaluation time-out keeps beyond the policy's budget and one brokered lookup: the
+# policy's own work, the broker's connection and the policy server's (docs/broker.md, "Time").
+MARGIN_MS = 500
+POLICY_SERVER_LABEL = {"kubewarden/policy-server": "resolvable-images"}
+BROKER_LABEL = {"app.kubernetes.io/name": "resolvable-images-broker"}
+DNS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+
+
+def _ports(rule: dict) -> set:
+    return {(p.get("protocol", "TCP"), p.get("port")) for p in rule.get("ports") or []}
+
+
+def _ip_blocks(rule: dict) -> list:
+    """The CIDRs of a rule whose every peer is an ipBlock without exceptions, else None."""
+    peers = rule.get("to") or []
+    if not peers or any(set(peer) != {"ipBlock"} or set(peer["ipBlock"]) != {"cidr"} for peer in peers):
+        return None
+    return [peer["ipBlock"]["cidr"] for peer in peers]
+
+
+def egress_problems(rules: list) -> list:
+    """The PolicyServer's egress must be exactly: the broker on 8443, DNS on UDP and TCP 53,
+    the API server (ipBlocks, 443 and 6443) and the module's registry (ipBlocks, 443), no
+    range wider than a /8."""
+    expected = {
+        "the broker": lambda r: r.get("to") == [{"podSelector": {"matchLabels": BROKER_LABEL}}]
+        and _ports(r) == {("TCP", 8443)},
+        "DNS": lambda r: r.get("to") == [DNS_PEER] and _ports(r) == {("UDP", 53), ("TCP", 53)},
+        "the API server": lambda r: _ip_blocks(r) is not None
+        and _ports(r) == {("TCP", 443), ("TCP", 6443)},
+        "the module's registry": lambda r: _ip_blocks(r) is not None and _ports(r) == {("TCP", 443)},
+    }
+    found, unmatched = [], list(rules)
+    for what, matches in expected.items():
+        hits = [r for r in unmatched if matches(r)]
+        if len(hits) != 1:
+            found.append(f"egress: {len(hits)} rules for {what}, expected 1")
+        unmatched = [r for r in unmatched if r not in hits[:1]]
+    found += [f"egress: a rule to none of the allowed destinations: {r}" for r in unmatched]
+    for rule in rules:
+        for cidr in _ip_blocks(rule) or []:
+            prefix = int(cidr.rsplit("/", 1)[1]) if "/" in cidr else 0
+            if prefix < 8:
+                found.append(f"egress: {cidr} is wider than a /8")
+    return found
+
+
+def _broker_lookup_timeout_ms(docs: list):
+    for doc in docs:
+        if doc.get("kind") != "Deployment" or doc["metadata"].get("name") != "resolvable-images-broker":
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            for arg in container.get("args") or []:
+                if str(arg).startswith("--lookup-timeout-ms="):
+                    return int(str(arg).split("=", 1)[1])
+    return None
+
+
+def check_install(docs: list) -> list:
+    """The shipped install across the files (policy-server.yaml and broker.yaml): `use: all`,
+    failurePolicy Ignore, nested time-outs and the PolicyServer's egress; nothing to check
+    when the files hold no ClusterAdmissionPolicy with lookupBroker."""
+    policies = [d for d in docs if d.get("kind") == "ClusterAdmissionPolicy"
+                and "lookupBroker" in ((d.get("spec") or {}).get("settings") or {})]
+    if not policies:
+        return []
+    found = []
+    lookup = _broker_lookup_timeout_ms(docs)
+    if lookup is None:
+        found.append("the broker's Deployment sets no --lookup-timeout-ms=N")
+    for policy in policies:
+        spec = policy["spec"]
+        name = f"ClusterAdmissionPolicy/{policy['metadata']['name']}"
+        settings = spec["settings"]
+        if settings["lookupBroker"].get("use") != "all":
+            found.append(f"{name}: lookupBroker.use is not `all`: anonymous lookups would leave the policy server")
+        if spec.get("failurePolicy") != "Ignore":
+            found.append(f"{name}: failurePolicy is not Ignore")
+        budget, evaluation, webhook = (settings.get("timeBudgetMs"), spec.get("timeoutEvalSeconds"),
+                                       spec.get("timeoutSeconds"))
+        if None in (budget, evaluation, webhook):
+            found.append(f"{name}: timeBudgetMs, timeoutEvalSeconds and timeoutSeconds must be written")
+        elif lookup is not None:
+            need = budget + 2 * lookup + MARGIN_MS
+            if need > evaluation * 1000:
+                found.append(f"{name}: timeBudgetMs {budget} + 2 x --lookup-timeout-ms {lookup} + "
+                             f"{MARGIN_MS} = {need} ms exceeds timeoutEvalSeconds {evaluation}")
+            if evaluation > webhook:
+                found.append(f"{name}: timeoutEvalSeconds {evaluation} exceeds timeoutSeconds {webhook}")
+    egress = [d for d in docs if d.get("kind") == "NetworkPolicy"
+              and (d["spec"].get("podSelector") or {}).get("matchLabels") == POLICY_SERVER_LABEL
+              and "Egress" in (d["spec"].get("policyTypes") or [])]
+    if len(egress) != 1:
+        found.append(f"{len(egress)} egress NetworkPolicies for the PolicyServer's pods, expected 1")
+    for policy in egress:
+        found += [f"NetworkPolicy/{policy['metadata']['name']}: {p}"
+                  for p in egress_problems(policy["spec"].get("egress") or [])]
+    return found
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -185,9 +292,14 @@ def main(argv: list) -> int:
     if beyond:
         print(f"lint-deploy: kubernetes-validate has schemas up to {newest}: "
               f"{', '.join(beyond)} checked against {newest}'s", file=sys.stderr)
-    found = []
+    found, docs = [], []
     for path in files:
         found += check_file(path, SUPPORTED)
+        try:
+            docs += [d for d in documents(path) if isinstance(d, dict) and "kind" in d]
+        except yaml.YAMLError:
+            pass  # reported by check_file
+    found += [f"the install: {p}" for p in check_install(docs)]
     for line in found:
         print(line)
     if found:

@@ -5,6 +5,7 @@ Run with the lint virtual environment's Python (`make lint` does):
     .venv-lint/bin/python scripts/test_lint_deploy.py
 """
 
+import copy
 import importlib.util
 import pathlib
 import tempfile
@@ -99,6 +100,99 @@ class LintDeploy(unittest.TestCase):
     def test_a_key_written_twice_fails(self):
         found = problems(SERVICE.replace("  name: s\n", "  name: s\n  name: t\n"))
         self.assertTrue(found and "'name' is written twice" in found[0], found)
+
+
+def shipped() -> list:
+    """Every document of deploy/*.yaml."""
+    return [d for path in sorted((HERE.parent / "deploy").glob("*.yaml")) for d in lint.documents(path)]
+
+
+def edited(change) -> list:
+    """The shipped documents after `change(kind_name -> doc)` edited a copy."""
+    docs = copy.deepcopy(shipped())
+    change({f"{d['kind']}/{d['metadata']['name']}": d for d in docs})
+    return docs
+
+
+POLICY = "ClusterAdmissionPolicy/resolvable-images"
+EGRESS = "NetworkPolicy/policy-server-resolvable-images-egress"
+BROKER = "Deployment/resolvable-images-broker"
+
+
+class Install(unittest.TestCase):
+    def test_the_shipped_install_passes(self):
+        self.assertEqual(lint.check_install(shipped()), [])
+
+    def test_every_lookup_goes_through_the_broker(self):
+        def change(d):
+            d[POLICY]["spec"]["settings"]["lookupBroker"]["use"] = "credentialed"
+        found = lint.check_install(edited(change))
+        self.assertTrue(any("lookupBroker.use is not `all`" in p for p in found), found)
+
+    def test_the_evaluation_time_out_holds_the_budget_and_a_brokered_head_then_get(self):
+        def change(d):
+            d[POLICY]["spec"]["settings"]["timeBudgetMs"] = 2500
+        found = lint.check_install(edited(change))
+        self.assertTrue(any("2500 + 2 x --lookup-timeout-ms 1400 + 500 = 5800 ms exceeds timeoutEvalSeconds 5" in p
+                            for p in found), found)
+
+        def slower_broker(d):
+            args = d[BROKER]["spec"]["template"]["spec"]["containers"][0]["args"]
+            args[:] = ["--lookup-timeout-ms=2000" if a.startswith("--lookup-timeout-ms=") else a for a in args]
+        found = lint.check_install(edited(slower_broker))
+        self.assertTrue(any("exceeds timeoutEvalSeconds" in p for p in found), found)
+
+    def test_the_evaluation_time_out_fits_in_the_webhooks(self):
+        def change(d):
+            d[POLICY]["spec"]["timeoutSeconds"] = 4
+        found = lint.check_install(edited(change))
+        self.assertTrue(any("timeoutEvalSeconds 5 exceeds timeoutSeconds 4" in p for p in found), found)
+
+    def test_unwritten_time_outs_and_fail_closed_are_refused(self):
+        def change(d):
+            del d[POLICY]["spec"]["timeoutEvalSeconds"]
+            d[POLICY]["spec"]["failurePolicy"] = "Fail"
+        found = lint.check_install(edited(change))
+        self.assertTrue(any("must be written" in p for p in found), found)
+        self.assertTrue(any("failurePolicy is not Ignore" in p for p in found), found)
+
+    def test_egress_to_anything_else_is_refused(self):
+        def wide(d):
+            d[EGRESS]["spec"]["egress"].append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443}]})
+        found = lint.check_install(edited(wide))
+        self.assertTrue(any("2 rules for the module's registry" in p for p in found), found)
+        self.assertTrue(any("0.0.0.0/0 is wider than a /8" in p for p in found), found)
+
+        def any_pod(d):
+            d[EGRESS]["spec"]["egress"].append({"to": [{"podSelector": {}}]})
+        found = lint.check_install(edited(any_pod))
+        self.assertTrue(any("a rule to none of the allowed destinations" in p for p in found), found)
+
+        def except_private(d):
+            d[EGRESS]["spec"]["egress"][3]["to"][0]["ipBlock"]["except"] = ["10.0.0.0/8"]
+        found = lint.check_install(edited(except_private))
+        self.assertTrue(any("0 rules for the module's registry" in p for p in found), found)
+
+    def test_egress_missing_a_destination_is_refused(self):
+        for index, what in [(0, "the broker"), (1, "DNS"), (2, "the API server")]:
+            def change(d):
+                del d[EGRESS]["spec"]["egress"][index]
+            found = lint.check_install(edited(change))
+            self.assertTrue(any(f"0 rules for {what}" in p for p in found), (what, found))
+
+    def test_dns_needs_udp_and_tcp(self):
+        def change(d):
+            d[EGRESS]["spec"]["egress"][1]["ports"] = [{"port": 53, "protocol": "UDP"}]
+        found = lint.check_install(edited(change))
+        self.assertTrue(any("0 rules for DNS" in p for p in found), found)
+
+    def test_without_an_egress_policy_the_install_fails(self):
+        docs = [d for d in shipped() if f"{d['kind']}/{d['metadata']['name']}" != EGRESS]
+        found = lint.check_install(docs)
+        self.assertTrue(any("0 egress NetworkPolicies" in p for p in found), found)
+
+    def test_files_without_the_policy_have_no_install_to_check(self):
+        self.assertEqual(lint.check_install(lint.documents(HERE.parent / "deploy" / "broker.yaml")), [])
 
 
 if __name__ == "__main__":

@@ -267,6 +267,29 @@ fn a_namespace_the_broker_does_not_serve_is_a_warning_saying_so() {
     }
 }
 
+/// docs/broker.md's table gives the warning of each refused namespace: the policy reads the
+/// broker's two refusals (whose words `broker/src/tenancy.rs` checks against the same table)
+/// into exactly those.
+#[test]
+fn a_refused_namespace_gets_the_warning_docs_broker_md_gives() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/broker.md"))
+        .expect("docs/broker.md");
+    for words in [
+        "has not opted in to the lookup broker (label resolvable-images.kubewarden.io/broker=enabled)",
+        "is never served by the lookup broker",
+    ] {
+        let warnings = warnings_when_both_fail(|_| {
+            host_text(&format!("Registry error: url x, envelope: OCI API errors: [OCI API error: denied: namespace not enabled for the lookup broker: namespace team-a {words}]"))
+        });
+        let said = warnings[0]
+            .split_once("not checked: ")
+            .map(|(_, said)| said.replace("team-a", "NAMESPACE"))
+            .expect("a not-checked warning");
+        let documented = format!("`not checked: {said}`");
+        assert!(docs.contains(&documented), "{documented} is not in docs/broker.md");
+    }
+}
+
 #[test]
 fn the_brokers_reason_for_no_answer_is_kept_and_survives_the_cut() {
     let warnings = warnings_when_both_fail(|reference| {

@@ -25,8 +25,8 @@ use crate::gates::{Closed, GateLimits, Gates, Pass};
 use crate::keys::Keys;
 use crate::logs;
 use crate::metrics::Metrics;
-use crate::providers::{Given, NodeProviders};
-use crate::tenancy::{self, NotServed, Tenancy};
+use crate::providers::{Given, NodeProviders, Question};
+use crate::tenancy::{self, Admission, NotServed, Tenancy};
 use crate::unanswerable::{Overload, Unanswerable};
 
 /// The limits of a broker; every one bounds something a Pod author can influence.
@@ -240,7 +240,8 @@ impl Broker {
         line.reference = reference.as_str().to_owned();
         let registry = name.registry.clone();
         let deadline = Deadline::now() + self.limits.lookup_timeout;
-        self.serves(&name.namespace, deadline).await?;
+        self.serves(&name.namespace, self.anonymous(&name), deadline)
+            .await?;
         let pass = self.admit(&registry, &name.namespace, deadline).await?;
         let secrets = tokio::time::timeout_at(
             deadline,
@@ -347,17 +348,21 @@ impl Broker {
             before = first.attempts;
         }
         let image = format!("{}/{}", name.registry, name.repository);
-        let given = tokio::time::timeout_at(
+        let question = Question {
+            namespace: &name.namespace,
+            credentials: &name.credentials,
+            image: &image,
             deadline,
-            providers.credentials(&self.cluster, &name.namespace, &name.credentials, &image),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            vec![Given::Failed(format!(
-                "the credential providers gave no answer within {} ms",
-                timeout.as_millis()
-            ))]
-        });
+        };
+        let given =
+            tokio::time::timeout_at(deadline, providers.credentials(&self.cluster, &question))
+                .await
+                .unwrap_or_else(|_| {
+                    vec![Given::Failed(format!(
+                        "the credential providers gave no answer within {} ms",
+                        timeout.as_millis()
+                    ))]
+                });
         let mut tries: Vec<Try> = given
             .into_iter()
             .map(|g| match g {
@@ -394,15 +399,31 @@ impl Broker {
         }
     }
 
-    /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, any
-    /// other by its Namespace's label; nothing else is read before this says yes.
-    async fn serves(&self, namespace: &str, deadline: Deadline) -> Result<(), Unanswerable> {
+    /// Whether `name` spends nothing of its namespace: no pull secret named and no plugin
+    /// covering the image (crate::tenancy serves it without the opt-in).
+    fn anonymous(&self, name: &BrokeredName) -> bool {
+        let image = format!("{}/{}", name.registry, name.repository);
+        matches!(&name.credentials, Credentials::PullSecrets(names) if names.is_empty())
+            && !self.providers.as_ref().is_some_and(|p| p.cover(&image))
+    }
+
+    /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, an
+    /// `anonymous` lookup of any other served unread, a credentialed one by its Namespace's
+    /// label; nothing else is read before this says yes.
+    async fn serves(
+        &self,
+        namespace: &str,
+        anonymous: bool,
+        deadline: Deadline,
+    ) -> Result<(), Unanswerable> {
         let refused = |why| Unanswerable::NamespaceNotServed {
             namespace: namespace.to_owned(),
             why,
         };
-        if self.tenancy.protected(namespace) {
-            return Err(refused(NotServed::Protected));
+        match self.tenancy.admission(namespace, anonymous) {
+            Admission::Refused(why) => return Err(refused(why)),
+            Admission::Served => return Ok(()),
+            Admission::IfOptedIn => {}
         }
         let object = tokio::time::timeout_at(deadline, self.cluster.namespace(namespace))
             .await

@@ -7,6 +7,11 @@
 //! The decision is made before any Secret or ServiceAccount is read and before any registry is
 //! asked, so the RBAC that goes with it is a cluster-wide `get` on namespaces and a per-namespace
 //! RoleBinding for Secrets and ServiceAccounts.
+//!
+//! An anonymous lookup (no pull secret named, no plugin covering the image) spends nothing of
+//! its namespace: it is served for every namespace that is not protected, opted in or not, so
+//! that with every lookup sent through the broker (`use: all`) a namespace that did not opt in
+//! still has its typos rejected; only the protected ones stay refused by name.
 
 use serde_json::Value;
 
@@ -66,6 +71,31 @@ impl Tenancy {
     }
 }
 
+/// What a lookup needs before it is made, decided by name alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Refused without a read.
+    Refused(NotServed),
+    /// Served without a read: anonymous, and the namespace is not protected.
+    Served,
+    /// Served only if the Namespace object opted in ([`opted_in`]).
+    IfOptedIn,
+}
+
+impl Tenancy {
+    /// Whether a lookup of `namespace` is served, refused, or waits for its Namespace's
+    /// label; `anonymous` when it spends no credential of the namespace.
+    pub fn admission(&self, namespace: &str, anonymous: bool) -> Admission {
+        if self.protected(namespace) {
+            Admission::Refused(NotServed::Protected)
+        } else if anonymous {
+            Admission::Served
+        } else {
+            Admission::IfOptedIn
+        }
+    }
+}
+
 /// Whether a Namespace object (as the API server returns it) opted in.
 pub fn opted_in(namespace: &Value) -> bool {
     namespace
@@ -81,19 +111,22 @@ mod tests {
 
     use super::*;
 
+    /// Protected by `Tenancy::new(Some("broker-ns"), ["kubewarden"])`.
+    const PROTECTED: [&str; 5] = [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kubewarden",
+        "broker-ns",
+    ];
+
     #[test]
     fn system_own_and_listed_namespaces_are_protected_by_name() {
         let t = Tenancy::new(
             Some("broker-ns".into()),
             vec!["kubewarden".into(), " ".into()],
         );
-        for ns in [
-            "kube-system",
-            "kube-public",
-            "kube-node-lease",
-            "kubewarden",
-            "broker-ns",
-        ] {
+        for ns in PROTECTED {
             assert!(t.protected(ns), "{ns}");
         }
         for ns in ["team-a", "default", "kube-systems", "Kube-system", ""] {
@@ -116,6 +149,37 @@ mod tests {
             assert!(!opted_in(&with(labels.clone())), "{labels}");
         }
         assert!(!opted_in(&json!({"metadata": {"name": "team-a"}})));
+    }
+
+    #[test]
+    fn anonymous_lookups_need_no_opt_in_but_protected_namespaces_stay_refused() {
+        let t = Tenancy::new(Some("broker-ns".into()), vec!["kubewarden".into()]);
+        assert_eq!(t.admission("team-a", true), Admission::Served);
+        assert_eq!(t.admission("team-a", false), Admission::IfOptedIn);
+        for ns in PROTECTED {
+            for anonymous in [true, false] {
+                assert_eq!(
+                    t.admission(ns, anonymous),
+                    Admission::Refused(NotServed::Protected),
+                    "{ns} {anonymous}"
+                );
+            }
+        }
+    }
+
+    /// The policy's warning is the refusal's words up to the operator's hint, after
+    /// "not checked: namespace NAME": docs/broker.md's table must give each.
+    #[test]
+    fn each_refusal_has_the_wording_docs_broker_md_gives() {
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/broker.md"))
+                .expect("docs/broker.md");
+        for why in [NotServed::Protected, NotServed::NotOptedIn] {
+            let words = why.words();
+            let warned = words.split(" (").next().unwrap_or(&words);
+            let documented = format!("`not checked: namespace NAMESPACE {warned}`");
+            assert!(docs.contains(&documented), "{documented}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
+#   deploy_broker_flags                     # deploy/broker.yaml's time-out and destination flags
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
 # policy-server ($POLICY_SERVER, else on PATH) is required; suites skip
@@ -78,6 +79,19 @@ fault_proxy_start() {
   echo $! >"$dir/pid"
   wait_until 10 test -s "$dir/port" || { cat "$dir/proxy.log" >&2; return 1; }
   printf '127.0.0.1:%s\n' "$(cat "$dir/port")"
+}
+
+# deploy_broker_flags: the broker's time-out and destination flags of deploy/broker.yaml, one a
+# line (its addresses, TLS and files are the test's own).
+deploy_broker_flags() {
+  python3 - "$REPO_ROOT/deploy/broker.yaml" <<'EOF'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+[deployment] = [d for d in docs if d["kind"] == "Deployment"]
+for arg in deployment["spec"]["template"]["spec"]["containers"][0]["args"]:
+    if arg.split("=")[0] in ("--attempt-timeout-ms", "--lookup-timeout-ms", "--deny-destination"):
+        print(arg)
+EOF
 }
 
 # broker_bin: the broker binary ($BROKER_BIN, else the workspace's build, `make broker`).

@@ -25,12 +25,14 @@ use crate::host::{
     Host, HostError, HostErrorKind, ListAllRequest, ResolveImagesRequest, ResolveImagesResponse,
     ResourceRequest,
 };
+use crate::plan::pull_secrets::PullSecrets;
 use crate::plan::{Pod, PodId};
 pub use crate::settings::broker_settings::{BrokerSettings, BrokerUse, KeySecret};
 use crate::settings::credential_providers::{covering, Provider};
-use crate::vocabulary::failure::{Failure, FailureKind};
+use crate::vocabulary::failure::{Failure, FailureKind, LookupResult};
 use crate::vocabulary::reference::ImageReference;
-use kubelet_credentials::{distinct_names, SecretSource};
+use crate::vocabulary::workload::PodSpecView;
+use kubelet_credentials::{distinct_names, Keyring, SecretSource};
 
 /// The brokered lookups of one request: which (pod, image) go through the broker, with which
 /// credentials.
@@ -39,6 +41,11 @@ pub struct BrokerRoutes {
     settings: BrokerSettings,
     namespace: String,
     routes: HashMap<(PodId, String), Credentials>,
+    /// The (pod, image name, location) whose brokered lookup may not use the credentials a
+    /// node sends there: a location of another name than the image's (a mirror, a `location`
+    /// rewrite) for which the pod's keyring or the providers may differ by name. Its `absent`
+    /// is not certain ([`BrokerRoutes::settle`]).
+    unlike: HashSet<(PodId, String, String)>,
     /// The sealing key, read once a lookup is routed; why not, when it cannot be read.
     key: Result<SealingKey, String>,
     /// When the seals written for this request expire (Unix seconds): one reading of the
@@ -68,19 +75,10 @@ impl BrokerRoutes {
         host: &impl Host,
     ) -> Self {
         let mut routes = HashMap::new();
+        let mut unlike = HashSet::new();
         for pod in pods {
             let Some(spec) = &pod.spec else { continue };
-            let credentials = match spec.secret_source() {
-                SecretSource::PodSpec => Credentials::PullSecrets(
-                    distinct_names(spec.image_pull_secrets.iter().map(String::as_str))
-                        .into_iter()
-                        // names that cannot be Secrets are skipped, as the kubelet skips them
-                        .filter(|n| broker_reference::is_dns_subdomain(n))
-                        .map(str::to_owned)
-                        .collect(),
-                ),
-                SecretSource::ServiceAccount(account) => Credentials::ServiceAccount(account),
-            };
+            let credentials = pod_credentials(spec, pod.secrets.as_ref());
             for check in &pod.checks {
                 let Ok(image) = &check.reference else {
                     continue;
@@ -106,6 +104,15 @@ impl BrokerRoutes {
                         },
                     };
                 if settings.usage == BrokerUse::All || covered {
+                    if settings.usage == BrokerUse::All {
+                        let keyring = pod.keyring();
+                        for location in &check.chain {
+                            let at = &location.reference;
+                            if !same_credentials(&credentials, keyring, providers, image, at) {
+                                unlike.insert((pod.id, name.clone(), at.lookup_reference()));
+                            }
+                        }
+                    }
                     routes.insert((pod.id, name), credentials);
                 }
             }
@@ -122,6 +129,7 @@ impl BrokerRoutes {
             settings: settings.clone(),
             namespace: namespace.to_owned(),
             routes,
+            unlike,
             key,
             expires,
             issued,
@@ -129,7 +137,8 @@ impl BrokerRoutes {
     }
 
     /// The brokered reference for looking up `location` for `image` of `pod`, or `None` when
-    /// that lookup is not brokered (not routed, a mirror location, or not encodable); the
+    /// that lookup is not brokered (not routed, a mirror location without `use: all`, or not
+    /// encodable); the
     /// failure to report instead of a lookup when the sealing key could not be read.
     pub fn reference(
         &self,
@@ -138,11 +147,14 @@ impl BrokerRoutes {
         location: &ImageReference,
     ) -> Option<Result<String, Failure>> {
         // The kubelet picks credentials by the image's own name and the runtime sends them to
-        // every mirror; the broker picks them by the name it is given, so only the image's own
-        // registry is brokered.
+        // every mirror; the broker picks them by the name it is given. With `use: all` every
+        // location is brokered, sealed with the image's credentials for its own name, and an
+        // `absent` where the names may get other credentials is not trusted (`settle`); with
+        // `credentialed` only the image's own registry is.
+        let elsewhere =
+            location.registry() != image.registry() || location.repository() != image.repository();
         if self.routes.is_empty()
-            || location.registry() != image.registry()
-            || location.repository() != image.repository()
+            || (elsewhere && self.settings.usage != BrokerUse::All)
             // an image on the broker's host is never brokered (nor looked up: BrokerGuard)
             || broker_reference::is_broker_host(location.registry(), &self.settings.host)
         {
@@ -176,6 +188,33 @@ impl BrokerRoutes {
         .ok()?;
         self.issued.borrow_mut().insert(reference.clone());
         Some(Ok(reference))
+    }
+
+    /// The result of a brokered lookup of `location` for `image` of `pod`, as certain as the
+    /// credentials it used: an `absent` from a location the broker asked with other
+    /// credentials than a node would send there (the keyring by the location's name, not the
+    /// image's) is "not checked", never a verdict (certainty rule).
+    pub fn settle(
+        &self,
+        pod: PodId,
+        image: &ImageReference,
+        location: &ImageReference,
+        result: LookupResult,
+    ) -> LookupResult {
+        let key = (pod, image.name(), location.lookup_reference());
+        match result {
+            Err(failure) if failure.kind == FailureKind::Absent && self.unlike.contains(&key) => {
+                Err(Failure::new(
+                    FailureKind::Unreachable,
+                    format!(
+                        "not checked: asked with the credentials of its own name, a node sends those of {}; {}",
+                        image.name(),
+                        failure.detail
+                    ),
+                ))
+            }
+            other => other,
+        }
     }
 
     /// A routed lookup not made: the broker would refuse a name without the key's seal.
@@ -282,6 +321,56 @@ impl BrokerRoutes {
         ]
         .iter()
         .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
+    }
+}
+
+/// The credentials a pod's lookups are sealed with: the pod's pull secret names, else its
+/// ServiceAccount's; a template whose ServiceAccount the policy read and found naming no pull
+/// secret at all is anonymous (the broker then serves it without the opt-in, crate docs).
+fn pod_credentials(spec: &PodSpecView, secrets: Option<&PullSecrets>) -> Credentials {
+    match spec.secret_source() {
+        SecretSource::PodSpec => Credentials::PullSecrets(
+            distinct_names(spec.image_pull_secrets.iter().map(String::as_str))
+                .into_iter()
+                // names that cannot be Secrets are skipped, as the kubelet skips them
+                .filter(|n| broker_reference::is_dns_subdomain(n))
+                .map(str::to_owned)
+                .collect(),
+        ),
+        SecretSource::ServiceAccount(_)
+            if secrets.is_some_and(|s| {
+                s.consulted() && s.keyring.is_empty() && s.findings.is_empty()
+            }) =>
+        {
+            Credentials::PullSecrets(Vec::new())
+        }
+        SecretSource::ServiceAccount(account) => Credentials::ServiceAccount(account),
+    }
+}
+
+/// Whether the broker, given `location` sealed with `credentials`, uses the credentials a
+/// node sends there for `image`: the same name; or no provider covering either name and a
+/// keyring (known, or empty) that gives both names the same credentials.
+fn same_credentials(
+    credentials: &Credentials,
+    keyring: Option<&Keyring>,
+    providers: &[Provider],
+    image: &ImageReference,
+    location: &ImageReference,
+) -> bool {
+    let (image, location) = (image.name(), location.name());
+    if image == location {
+        return true;
+    }
+    if covering(providers, &image).next().is_some()
+        || covering(providers, &location).next().is_some()
+    {
+        return false;
+    }
+    match (credentials, keyring) {
+        (Credentials::PullSecrets(names), _) if names.is_empty() => true,
+        (_, Some(keyring)) => keyring.lookup(&image) == keyring.lookup(&location),
+        _ => false,
     }
 }
 

@@ -121,11 +121,12 @@ impl<'s> Lookups<'s> {
             (None, Some((_, Err(unsealable)))) => Err(unsealable),
             (None, Some((routes, Ok(rewritten)))) => {
                 self.brokered.insert((pod, image.name()));
-                budget.call_explained(
+                let result = budget.call_explained(
                     host,
                     || host.manifest_digest(&rewritten),
                     |error| routes.explain(&error, &rewritten, reference),
-                )
+                );
+                routes.settle(pod, image, reference, result)
             }
         };
         entry.insert(result).clone()
