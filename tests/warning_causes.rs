@@ -10,6 +10,7 @@ use common::*;
 
 use resolvable_images_policy::answer::{WARNINGS_ANNOTATION, WARNING_MAX};
 use resolvable_images_policy::host::InMemoryHost;
+use resolvable_images_policy::testing::dockerconfigjson;
 use serde_json::{json, Value};
 
 /// A name of 63 characters (a DNS label's most) starting with `start`.
@@ -191,4 +192,27 @@ fn every_cached_on_nodes_cause_is_kept_whole() {
             "{annotation}"
         );
     }
+}
+
+/// A 404 from a `notFoundMayMeanDenied` registry: docs/verdicts.md's "the registry may hide
+/// repositories".
+#[test]
+fn a_registry_that_may_hide_repositories_says_so_first() {
+    let registry = "registry.example.com";
+    let image = long_image(registry);
+    let settings = json!({"notFoundMayMeanDenied": [registry]});
+    // the pod holds a pull secret for the registry, which the lookup did not use
+    let mut secret = dockerconfigjson("regcred", registry, "u", "p");
+    secret["metadata"]["namespace"] = json!(namespace());
+    let host = InMemoryHost::new()
+        .with_object(service_account(json!({})))
+        .with_object(secret);
+    let mut pod = long_pod(&image, "IfNotPresent");
+    pod["object"]["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    let response = run(&pod, settings, &host);
+    assert_cause_kept(
+        &response,
+        &format!("{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied)"),
+        &image,
+    );
 }

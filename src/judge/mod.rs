@@ -296,13 +296,14 @@ fn explain(
                 !secrets.consulted() || secrets.keyring.covers(&reference.name())
             });
         if let (Some(registry), true) = (hiding, covered) {
-            return Failure::new(
-                FailureKind::Unauthorized,
-                format!(
-                    "{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied), and the pod's own pull secrets were not used for this check: {}",
-                    failure.detail
-                ),
+            let cause = format!(
+                "{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied)"
             );
+            let rest = format!(
+                "the pod's own pull secrets were not used for this check: {}",
+                failure.detail
+            );
+            return Failure::caused(FailureKind::Unauthorized, Observed::AsKind, &cause, &rest);
         }
     }
     match &pod.secrets {
