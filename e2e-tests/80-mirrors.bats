@@ -186,7 +186,7 @@ mirror_settings() {
   assert_allowed
   assert_warning_contains "container \"app\"" "actions.unreachable: warn" \
     "mirror $REG_DOWN/team/app:nowhere: registry unreachable"
-  assert_no_annotations
+  assert_only_whole_warnings_annotation
 }
 
 # registries.conf `blocked = true` (OpenShift's NeverContactSource): the nodes never contact

@@ -228,7 +228,7 @@ run_with_secret_for() {
   # which is uncertain (actions.unauthorized: warn), not a rejection.
   assert_allowed
   assert_warning_contains "container \"app\"" "not authorized on registry $REG_AUTH and its mirrors"
-  assert_no_annotations
+  assert_only_whole_warnings_annotation
   nr_no_secret_leak
   # No credential for either location of the chain, and the mirror was asked anonymously:
   # refused, and never as a user.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The lookup broker with the node's image credential provider plugins
 # (--image-credential-provider-config and --image-credential-provider-bin-dir, docs/broker.md):
-# a real CredentialProviderConfig whose plugins are the tests' own (crates/test-credential-provider,
+# a real CredentialProviderConfig (a directory of two files) whose plugins are the tests' own (crates/test-credential-provider,
 # speaking the kubelet's exec protocol), asked directly as the policy server asks the broker
 # (sealed r3 names, the caller credential). A plugin that answers opens a private image with no
 # pull secret; one that fails or hangs makes an answer uncertain (503), never absent (404);
@@ -78,12 +78,18 @@ setup_file() {
     cp "$(provider_bin)" "$bin/$name"
     : >"$PROVIDER_RECORDS/$name"
   done
-  config="$(e2e_workdir)/credential-providers.yaml"
+  # a directory of two config files, as a 1.34 kubelet reads one (lexical order, merged)
+  config="$(e2e_workdir)/credential-providers.d"
+  mkdir -p "$config"
+  local header=("apiVersion: kubelet.config.k8s.io/v1" "kind: CredentialProviderConfig" "providers:")
   {
-    printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1" "kind: CredentialProviderConfig" "providers:"
+    printf '%s\n' "${header[@]}"
     provider_yaml works "$REG_AUTH/works"
     provider_yaml fails "$REG_AUTH/fails" --fail
     provider_yaml hangs "$REG_AUTH/hangs" --hang
+  } >"$config/10-plain.yaml"
+  {
+    printf '%s\n' "${header[@]}"
     provider_yaml tokens "$REG_AUTH/tokens" --tokens
     provider_yaml cached-image "$REG_AUTH/cached-image" --cache-key-type Image --cache-duration 5m
     provider_yaml cached-registry "$REG_AUTH/cached-registry" --cache-key-type Registry --cache-duration 5m
@@ -91,7 +97,8 @@ setup_file() {
     provider_yaml shared "$REG_AUTH/shared" --slow-image slow
     # every run takes a second, so that two concurrent lookups overlap
     provider_yaml token-once "$REG_AUTH/token-once" --tokens-per-token --slow-image "" --slow-ms 1000
-  } >"$config"
+  } >"$config/20-cached.yml"
+  printf 'not a config\n' >"$config/README.md"
 
   local cluster
   cluster=$(write_cluster_dir broker-providers)
@@ -215,6 +222,15 @@ no_secret_leaked() {
     <(tail -n 1 "$PROVIDER_RECORDS/works")
   last_lookup works/app | jq -e '.outcome == "found"'
   no_secret_leaked
+}
+
+@test "broker providers: a config directory of two files runs the plugins of both" {
+  run -0 lookup n works/app v1
+  expect_status 200
+  run -0 lookup a.builder tokens/app v1
+  expect_status 200
+  # plugins answer with a cacheDuration of 0: each lookup ran its file's plugin
+  [[ "$(records works)" -ge 1 && "$(records tokens)" -ge 1 ]]
 }
 
 @test "broker providers: a missing tag there is absent, a 404" {
@@ -441,7 +457,7 @@ deploy_broker_start() {
   broker_start "$1" --apiserver-port "$(cat "$(e2e_workdir)/registries/apiserver/port")" \
     --sources "$(write_sources_yaml broker-providers --insecure "$REG_AUTH")" \
     --attempt-timeout-ms "$attempt_ms" --lookup-timeout-ms "$lookup_ms" \
-    --image-credential-provider-config "$(e2e_workdir)/credential-providers.yaml" \
+    --image-credential-provider-config "$(e2e_workdir)/credential-providers.d" \
     --image-credential-provider-bin-dir "$(e2e_workdir)/provider-bin" \
     --provider-namespaces "hangs=$TIER_LABEL=gold"
 }

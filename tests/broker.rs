@@ -628,7 +628,8 @@ fn credentialed_brokers_images_a_nodes_credential_provider_covers() {
 fn a_provider_needing_the_pods_service_account_gets_it_in_the_sealed_name() {
     let attributes = json!({"serviceAccountTokenAudience": "sts.amazonaws.com",
         "requireServiceAccount": true,
-        "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/role-arn"]});
+        "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/role-arn"],
+        "cacheType": "ServiceAccount"});
     let credentials =
         brokered_credentials_with_providers(&ecr_pod(), ecr_providers(Some(attributes.clone())));
     assert_eq!(credentials, Credentials::ServiceAccount("default".into()));

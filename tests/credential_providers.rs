@@ -65,7 +65,8 @@ fn a_typo_in_token_attributes_is_refused_naming_the_field() {
     config["providers"][0]["tokenAttributes"] = json!({
         "serviceAccountTokenAudience": "sts.amazonaws.com",
         "requireServiceAccount": true,
-        "requiredServiceAccountAnnotationKey": ["eks.amazonaws.com/role-arn"]
+        "requiredServiceAccountAnnotationKey": ["eks.amazonaws.com/role-arn"],
+        "cacheType": "ServiceAccount"
     });
     assert_invalid_settings_named(
         &json!({"credentialProviders": config}),
@@ -73,14 +74,34 @@ fn a_typo_in_token_attributes_is_refused_naming_the_field() {
     );
 }
 
+/// The `matchImages` forms of issue 55, each beside the kubelet's answer: it checks an entry
+/// only with `ParseSchemelessURL` (Go's `url.Parse` of `https://` + entry) in
+/// `validateCredentialProviderConfig`
+/// (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>).
 #[test]
-fn a_bad_glob_is_refused() {
-    let mut config = eks_config();
-    config["providers"][0]["matchImages"] = json!(["https://*.dkr.ecr.*.amazonaws.com"]);
-    assert_invalid_settings_named(
-        &json!({"credentialProviders": config}),
-        "credentialProviders: provider \"ecr-credential-provider\": matchImages entry",
-    );
+fn match_images_are_accepted_and_refused_as_the_kubelet_does() {
+    let forms = [
+        ("https://registry.example.com", true),
+        ("registry.example.com/*/team", true),
+        ("registry.example.com:5000", true),
+        ("*.registry.example.com", true),
+        ("registry.example.com/team?x=1", true),
+        ("bad host.example.com", false),
+        ("registry.example.com:port", false),
+    ];
+    for (entry, kubelet_accepts) in forms {
+        let mut config = eks_config();
+        config["providers"][0]["matchImages"] = json!([entry]);
+        let settings = json!({"credentialProviders": config});
+        if kubelet_accepts {
+            assert!(valid(&settings), "{entry}");
+        } else {
+            assert_invalid_settings_named(
+                &settings,
+                "credentialProviders: provider \"ecr-credential-provider\": matchImages entry",
+            );
+        }
+    }
 }
 
 #[test]
@@ -233,7 +254,7 @@ fn a_provider_skipped_for_the_pod_names_the_missing_annotation() {
     assert_eq!(response["accepted"], false, "{response}");
     let message = message(&response);
     assert!(
-        message.contains("credential provider ecr-credential-provider is skipped by the kubelet: ServiceAccount team-a/default lacks the annotation eks.amazonaws.com/role-arn"),
+        message.contains("credential provider ecr-credential-provider is skipped by the kubelet: ServiceAccount default lacks the annotation eks.amazonaws.com/role-arn"),
         "{message}"
     );
     assert!(
@@ -328,7 +349,7 @@ fn cached_without_a_verification_policy_says_what_it_always_said() {
     assert_cached_on_nodes(
         &response,
         &message,
-        "cached on 1 node(s) (node-1), where IfNotPresent starts pods without a pull",
+        "before 1.35 any pod starts from it; from 1.35, by default, only one preloaded or pulled without pod credentials; cached on 1 node(s) (node-1)",
     );
 }
 
@@ -338,7 +359,7 @@ fn cached_under_never_verify_serves_every_pod() {
     assert_cached_on_nodes(
         &response,
         &message,
-        "where NeverVerify starts any pod from it",
+        "NeverVerify nodes start any pod from their copy",
     );
 }
 
@@ -353,7 +374,7 @@ fn cached_under_never_verify_preloaded_images_may_be_a_preloaded_copy() {
     assert_cached_on_nodes(
         &response,
         &message,
-        "where NeverVerifyPreloadedImages starts any pod from a copy preloaded or pulled without pod credentials",
+        "NeverVerifyPreloadedImages nodes start any pod from a copy preloaded or pulled without pod credentials",
     );
 }
 
@@ -368,7 +389,7 @@ fn cached_and_allowlisted_under_never_verify_allowlisted_images_serves_every_pod
     assert_cached_on_nodes(
         &response,
         &message,
-        "allowlisted, where NeverVerifyAllowlistedImages starts any pod from it",
+        "allowlisted by registry.example.com/team/*: NeverVerifyAllowlistedImages nodes start any pod from their copy",
     );
 }
 
@@ -386,7 +407,7 @@ fn cached_but_not_allowlisted_under_never_verify_allowlisted_images_may_still_se
     assert_cached_on_nodes(
         &response,
         &message,
-        "where NeverVerifyAllowlistedImages pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials",
+        "not allowlisted: NeverVerifyAllowlistedImages nodes pull again unless the kubelet pulled their copy anonymously, with node or this pod's credentials",
     );
 }
 
@@ -396,7 +417,7 @@ fn cached_under_always_verify_may_still_serve_a_copy_pulled_without_pod_credenti
     assert_cached_on_nodes(
         &response,
         &message,
-        "where AlwaysVerify pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials",
+        "AlwaysVerify nodes pull again unless the kubelet pulled their copy anonymously, with node or this pod's credentials",
     );
 }
 

@@ -229,7 +229,7 @@ fn a_blocked_image_cached_on_nodes_is_a_warning_for_if_not_present() {
     let warnings = warnings(&response);
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(
-        warnings[1].starts_with(&format!("container \"app\" image \"{APP}\": refused by the nodes (cached on nodes) on registry registry.example.com; allowed (actions.cachedOnNodes: warn): cached on 1 node(s) (node-1), where IfNotPresent starts pods without a pull")),
+        warnings[1].starts_with(&format!("container \"app\" image \"{APP}\": refused by the nodes (cached on nodes); allowed (actions.cachedOnNodes: warn): before 1.35 any pod starts from it; from 1.35, by default, only one preloaded or pulled without pod credentials")),
         "{warnings:?}"
     );
 }

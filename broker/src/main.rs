@@ -183,7 +183,8 @@ struct Args {
     #[arg(long, env = "BROKER_DRAIN_SECONDS", default_value_t = 5)]
     drain_seconds: u64,
     /// The node's CredentialProviderConfig (the kubelet's flag of the same name): lookups also
-    /// try the credentials of the plugins matching the image, after the pull secrets'.
+    /// try the credentials of the plugins matching the image, after the pull secrets'. A file,
+    /// or a directory whose .json/.yaml/.yml files are merged in lexical order (kubelet 1.34).
     #[arg(
         long,
         env = "BROKER_IMAGE_CREDENTIAL_PROVIDER_CONFIG",

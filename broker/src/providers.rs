@@ -426,7 +426,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_token_plugin_without_the_pods_service_account_is_uncertain() {
-        let attributes = "    tokenAttributes:\n      serviceAccountTokenAudience: registry.test\n      requireServiceAccount: true\n";
+        let attributes = "    tokenAttributes:\n      serviceAccountTokenAudience: registry.test\n      requireServiceAccount: true\n      cacheType: ServiceAccount\n";
         let (_dir, providers) = plugins(&provider("answers", attributes));
         let given = given_to(&providers, Credentials::PullSecrets(vec!["regcred".into()])).await;
         let described = describe(&given);

@@ -266,3 +266,10 @@ assert_annotation_is() {
 assert_no_annotations() {
   [[ "$(jq -c '.auditAnnotations // {}' <<<"$output")" == "{}" ]] || _fail_with "expected no auditAnnotations"
 }
+
+# assert_only_whole_warnings_annotation: no audit annotation but resolvable-images/warnings,
+# which keeps a warning cut to 256 bytes whole.
+assert_only_whole_warnings_annotation() {
+  jq -e '(.auditAnnotations // {}) | keys - ["resolvable-images/warnings"] == []' <<<"$output" >/dev/null ||
+    _fail_with "expected no auditAnnotations but resolvable-images/warnings"
+}

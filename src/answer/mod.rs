@@ -5,6 +5,7 @@
 //! of the object's images will do, rather than whether the request is admitted.
 
 pub mod audit;
+pub mod warning;
 
 use std::collections::HashMap;
 
@@ -20,7 +21,8 @@ use crate::vocabulary::text::truncate;
 
 /// The API server keeps at most this many bytes of warnings per response and drops the rest.
 pub const WARNINGS_TOTAL_MAX: usize = 4096;
-/// The audit annotation that keeps every warning when there were too many to send one each.
+/// The audit annotation that keeps every warning whole when one was cut to [`WARNING_MAX`]
+/// bytes, or when there were too many to send one each.
 pub const WARNINGS_ANNOTATION: &str = "resolvable-images/warnings";
 /// The audit annotation that records failures accepted with `allow`.
 pub const ALLOWED_ANNOTATION: &str = "resolvable-images/allowed-unverified";
@@ -128,7 +130,8 @@ pub fn decide(
         }
     }
     decision.warnings = warnings(notes, &warned);
-    if decision.warnings.len() < notes.len() + warned.len() {
+    let cut = warned.iter().any(|f| warning::Warning::of(f).cut);
+    if cut || decision.warnings.len() < notes.len() + warned.len() {
         let all: Vec<String> = warned.iter().map(|f| f.audit_record()).collect();
         decision
             .audit_annotations
@@ -158,7 +161,7 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     let notes = notes.iter().map(|note| truncate(note, WARNING_MAX));
     let each: Vec<String> = notes
         .clone()
-        .chain(warned.iter().map(|f| f.warning()))
+        .chain(warned.iter().map(|f| warning::of(f)))
         .collect();
     if total_len(&each) <= WARNINGS_TOTAL_MAX {
         return each;
@@ -180,7 +183,7 @@ fn warnings(notes: &[String], warned: &[&Finding]) -> Vec<String> {
     let grouped = groups
         .iter()
         .map(|(failure, registry, members)| match members.as_slice() {
-            [single] => single.warning(),
+            [single] => warning::of(single),
             _ => group_warning(failure, registry, members),
         });
     let mut kept: Vec<String> = Vec::new();

@@ -23,6 +23,7 @@ use crate::settings::Settings;
 use crate::vocabulary::failure::{Failure, FailureKind, Observed};
 use crate::vocabulary::reference::ImageReference;
 use crate::vocabulary::scheduling::Placement;
+use crate::vocabulary::text::truncate;
 use crate::vocabulary::workload::{PodSpecView, PullPolicy};
 
 /// The findings of one request, and what its found images leave behind.
@@ -152,26 +153,33 @@ impl<H: Host> Judge<'_, '_, '_, H> {
         match self.providers.coverage(namespace, account, image) {
             Coverage::None => failure,
             Coverage::Runs(names) => {
-                // first in the detail: a warning keeps 256 bytes
+                // the cause, which a warning keeps whole
                 let brokered = self.lookups.used_pod_credentials_for(pod.id, image);
                 let how = if brokered {
                     "covers it (the lookup broker runs the plugins it is configured with)"
                 } else {
                     "may give the node credentials the policy cannot use"
                 };
-                Failure::new(
+                let cause = format!(
+                    "credential provider {} {how} for {registry}",
+                    name_nodes(&names)
+                );
+                Failure::caused(
                     FailureKind::Unauthorized,
-                    format!(
-                        "credential provider {} {how} for {registry}; {}",
-                        names.join(", "),
-                        failure.detail
-                    ),
+                    failure.observed,
+                    &cause,
+                    &failure.detail,
                 )
             }
-            Coverage::Skipped(why) => Failure::new(
-                failure.kind,
-                format!("{}; {}", why.join("; "), failure.detail),
-            ),
+            Coverage::Skipped(why) => {
+                let (first, others) = why.split_first().unwrap_or((&failure.detail, &[]));
+                let rest: Vec<&str> = others
+                    .iter()
+                    .map(String::as_str)
+                    .chain([failure.detail.as_str()])
+                    .collect();
+                Failure::caused(failure.kind, failure.observed, first, &rest.join("; "))
+            }
         }
     }
 
@@ -288,13 +296,14 @@ fn explain(
                 !secrets.consulted() || secrets.keyring.covers(&reference.name())
             });
         if let (Some(registry), true) = (hiding, covered) {
-            return Failure::new(
-                FailureKind::Unauthorized,
-                format!(
-                    "{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied), and the pod's own pull secrets were not used for this check: {}",
-                    failure.detail
-                ),
+            let cause = format!(
+                "{registry} may answer 404 to hide repositories from callers without access (notFoundMayMeanDenied)"
             );
+            let rest = format!(
+                "the pod's own pull secrets were not used for this check: {}",
+                failure.detail
+            );
+            return Failure::caused(FailureKind::Unauthorized, Observed::AsKind, &cause, &rest);
         }
     }
     match &pod.secrets {
@@ -331,51 +340,67 @@ fn cached_on_nodes<H: Host>(
     if nodes.is_empty() {
         return failure;
     }
-    let how = match settings.verification_policy() {
-        None => "where IfNotPresent starts pods without a pull".to_owned(),
-        Some(policy) => verification_note(policy, reference, settings),
+    let (how, also) = match settings.verification_policy() {
+        None => (UNSET_POLICY.to_owned(), String::new()),
+        Some(policy) => verification_note(policy, &check.container.image, reference, settings),
     };
-    Failure::observed(
-        FailureKind::CachedOnNodes,
-        observed,
-        format!(
-            "cached on {} node(s) ({}), {how}; {said}: {}",
-            nodes.len(),
-            name_nodes(&nodes),
-            failure.detail
-        ),
-    )
+    let nodes = format!("cached on {} node(s) ({})", nodes.len(), name_nodes(&nodes));
+    let rest = [also, nodes, format!("{said}: {}", failure.detail)];
+    let rest: Vec<&String> = rest.iter().filter(|part| !part.is_empty()).collect();
+    let rest: Vec<&str> = rest.iter().map(|part| part.as_str()).collect();
+    Failure::caused(FailureKind::CachedOnNodes, observed, &how, &rest.join("; "))
 }
 
-/// What the nodes' verification `policy` (KEP-2535) means for a copy of `reference` they hold:
-/// when the kubelet starts a pod from it without asking the registry. Short: it leads a
-/// warning of at most 256 bytes.
+/// What a copy means to kubelets whose `imagePullCredentialsVerificationPolicy` is not said:
+/// the gate `KubeletEnsureSecretPulledImages` is off by default up to 1.34 (no check), and
+/// from 1.35 on, defaulting to `NeverVerifyPreloadedImages` (pkg/kubelet/apis/config/v1beta1/
+/// defaults.go).
+const UNSET_POLICY: &str = "before 1.35 any pod starts from it; from 1.35, by default, only one preloaded or pulled without pod credentials";
+
+/// The longest allowlist entry a message quotes.
+const ENTRY_QUOTE_MAX: usize = 48;
+
+/// What the nodes' verification `policy` (KEP-2535) means for a copy of `reference` (written
+/// in the pod as `written`) they hold: when the kubelet starts a pod from it without asking the
+/// registry, and, for an allowlist entry that covers it on some kubelets only, why. The first
+/// is the cause a warning keeps whole; the second follows it.
 fn verification_note(
     policy: VerificationPolicy,
+    written: &str,
     reference: &ImageReference,
     settings: &Settings,
-) -> String {
-    let allowlisted = || {
-        let name = reference.name();
-        settings
-            .preloaded_allowlist()
-            .iter()
-            .any(|entry| entry.matches(&name))
-    };
-    match policy {
-        VerificationPolicy::NeverVerify => format!("where {policy} starts any pod from it"),
+) -> (String, String) {
+    let pulls_again = format!(
+        "{policy} nodes pull again unless the kubelet pulled their copy anonymously, with node or this pod's credentials"
+    );
+    let note = match policy {
+        VerificationPolicy::NeverVerify => format!("{policy} nodes start any pod from their copy"),
         VerificationPolicy::NeverVerifyPreloadedImages => format!(
-            "where {policy} starts any pod from a copy preloaded or pulled without pod credentials"
+            "{policy} nodes start any pod from a copy preloaded or pulled without pod credentials"
         ),
-        VerificationPolicy::NeverVerifyAllowlistedImages if allowlisted() => {
-            format!("allowlisted, where {policy} starts any pod from it")
+        VerificationPolicy::AlwaysVerify => pulls_again,
+        VerificationPolicy::NeverVerifyAllowlistedImages => {
+            let entries = settings.preloaded_allowlist();
+            let name = reference.name();
+            let quote =
+                |entry: &dyn std::fmt::Display| truncate(&entry.to_string(), ENTRY_QUOTE_MAX);
+            if let Some(entry) = entries.iter().find(|e| e.matches_written(written)) {
+                format!(
+                    "allowlisted by {}: {policy} nodes start any pod from their copy",
+                    quote(entry)
+                )
+            } else if let Some(entry) = entries.iter().find(|e| e.matches(&name)) {
+                let cause = format!(
+                    "allowlisted by {} on kubelets from 1.36 only: earlier ones compare the image as the Pod writes it, tag included",
+                    quote(entry)
+                );
+                return (cause, format!("else {pulls_again}"));
+            } else {
+                format!("not allowlisted: {pulls_again}")
+            }
         }
-        VerificationPolicy::NeverVerifyAllowlistedImages | VerificationPolicy::AlwaysVerify => {
-            format!(
-                "where {policy} pulls again unless the kubelet pulled the copy anonymously, with node or this pod's credentials"
-            )
-        }
-    }
+    };
+    (note, String::new())
 }
 
 /// The findings of the pull secrets that were read.

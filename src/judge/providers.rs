@@ -95,12 +95,14 @@ impl<'a, H: Host> NodeProviders<'a, H> {
             let account = account.unwrap_or_default();
             match skip {
                 None => runs.push(provider.name.clone()),
+                // each the cause of a warning, kept whole within its 256 bytes: the namespace
+                // is the request's, said elsewhere
                 Some(Skipped::NoServiceAccount) => skipped.push(format!(
-                    "credential provider {} requires a ServiceAccount and {namespace}/{account} does not exist",
+                    "credential provider {} requires a ServiceAccount and {account} does not exist in the namespace",
                     provider.name
                 )),
                 Some(Skipped::MissingAnnotation(key)) => skipped.push(format!(
-                    "credential provider {} is skipped by the kubelet: ServiceAccount {namespace}/{account} lacks the annotation {key} it requires",
+                    "credential provider {} is skipped by the kubelet: ServiceAccount {account} lacks the annotation {key} it requires",
                     provider.name
                 )),
             }

@@ -114,30 +114,37 @@ impl Finding {
     }
 
     /// `not found on registry docker.io` / `invalid image reference`
-    fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
+        let (label, place) = self.reason_parts();
+        format!("{label}{place}")
+    }
+
+    /// The reason's label (`not found`) and where it was observed (` on registry docker.io`,
+    /// empty when nowhere in particular), which a short warning may leave out.
+    pub(crate) fn reason_parts(&self) -> (&'static str, String) {
         let also_asked = match &self.subject {
             Subject::Image { also_asked, .. } => also_asked,
             Subject::PullSecret { .. } => &AlsoAsked::Nothing,
         };
         let label = self.failure.label();
-        match (self.reference(), also_asked) {
-            (Some(reference), AlsoAsked::Mirrors) => format!(
-                "{label} on registry {} and its mirrors",
-                reference.registry()
-            ),
+        let place = match (self.reference(), also_asked) {
+            (Some(reference), AlsoAsked::Mirrors) => {
+                format!(" on registry {} and its mirrors", reference.registry())
+            }
             (Some(_), AlsoAsked::SearchRegistries(registries)) => {
-                format!("{label} on search registries {}", registries.join(", "))
+                format!(" on search registries {}", registries.join(", "))
             }
             (Some(_), AlsoAsked::WithoutRefused { asked, refused }) => format!(
-                "{label} on {} (the nodes refuse pulls from {})",
+                " on {} (the nodes refuse pulls from {})",
                 asked.join(", "),
                 refused.join(", ")
             ),
             (Some(reference), AlsoAsked::Nothing) => {
-                format!("{label} on registry {}", reference.registry())
+                format!(" on registry {}", reference.registry())
             }
-            (None, _) => label.to_owned(),
-        }
+            (None, _) => String::new(),
+        };
+        (label, place)
     }
 
     /// What the user can do about it.
@@ -155,6 +162,7 @@ impl Finding {
             Observed::RefusedButCached => return format!(
                 "pods placed on nodes without the image will fail, since the nodes never pull from {registry}: keep the pods on those nodes, or give the rule a mirror that has the image"
             ),
+            Observed::Unrewritable => return "give the rule's location a path, or its prefix a parent of the image's repository: containers/image refuses a rewritten name that is not canonical".to_owned(),
             Observed::AsKind => {}
         }
         match self.failure.kind {
@@ -206,19 +214,6 @@ impl Finding {
             self.failure.detail,
             self.hint()
         )
-    }
-
-    /// A Kubernetes warning, at most [`WARNING_MAX`] bytes; the failure and why it was allowed
-    /// come before the detail so truncation only ever cuts the detail.
-    pub(crate) fn warning(&self) -> String {
-        let line = format!(
-            "{}: {}; allowed (actions.{}: warn): {}",
-            self.subject(80),
-            self.reason(),
-            self.failure.kind.setting_key(),
-            self.failure.detail
-        );
-        truncate(&line, WARNING_MAX)
     }
 
     /// The audit record of a failure that `allow` let through.

@@ -207,6 +207,7 @@ impl Check {
             .map(|reference| settings.chain(reference))
             .collect();
         let refusals: Vec<String> = chains.iter().filter_map(Chain::refusal).collect();
+        let unrewritable = chains.iter().any(|chain| chain.unrewritable.is_some());
         let candidates = std::iter::once(reference).chain(&self.alternatives);
         self.unasked = candidates
             .zip(&chains)
@@ -221,8 +222,14 @@ impl Check {
             self.unasked.clear();
         }
         if self.chain.is_empty() && !refusals.is_empty() {
-            self.blocked = Some(Failure::new(
+            let observed = if unrewritable {
+                Observed::Unrewritable
+            } else {
+                Observed::AsKind
+            };
+            self.blocked = Some(Failure::observed(
                 FailureKind::BlockedRegistry,
+                observed,
                 refusals.join("; "),
             ));
         }

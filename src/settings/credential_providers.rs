@@ -94,11 +94,35 @@ impl AllowlistEntry {
         Ok(AllowlistEntry::Repository(name))
     }
 
-    /// Whether the entry covers `name` (a normalised repository, `registry/path`).
+    /// Whether a kubelet from 1.36 allowlists the image: it compares `name`, the normalised
+    /// repository (`registry/path`, no tag), since kubernetes/kubernetes#137629.
     pub fn matches(&self, name: &str) -> bool {
+        self.covers(name)
+    }
+
+    /// Whether a kubelet of 1.33 to 1.35 allowlists the image the Pod writes as `written`: it
+    /// compares the field as written, tag included and not normalised
+    /// (`imageMatches` in pkg/kubelet/images/pullmanager/image_pull_policies.go before
+    /// #137629), so an exact entry never covers `registry.k8s.io/pause:3.10` nor `nginx`,
+    /// and a `/*` entry covers what starts with it.
+    pub fn matches_written(&self, written: &str) -> bool {
+        self.covers(written)
+    }
+
+    fn covers(&self, text: &str) -> bool {
         match self {
-            AllowlistEntry::Repository(repository) => repository == name,
-            AllowlistEntry::Prefix(prefix) => name.starts_with(prefix.as_str()),
+            AllowlistEntry::Repository(repository) => repository == text,
+            AllowlistEntry::Prefix(prefix) => text.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for AllowlistEntry {
+    /// The entry as written in the kubelet configuration.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowlistEntry::Repository(repository) => f.write_str(repository),
+            AllowlistEntry::Prefix(prefix) => write!(f, "{prefix}*"),
         }
     }
 }
@@ -173,6 +197,7 @@ mod tests {
         assert!(!prefix.matches("registry.example/teams/app"));
         let host = AllowlistEntry::parse("registry.example/*").expect("valid");
         assert!(host.matches("registry.example/app"));
+        assert_eq!(host.to_string(), "registry.example/*");
         for bad in [
             "nginx",
             "docker.io/library/nginx:1.25",
@@ -184,5 +209,27 @@ mod tests {
         ] {
             assert!(AllowlistEntry::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The kubelet's `imageMatches` (pkg/kubelet/images/pullmanager/image_pull_policies.go):
+    /// 1.33 to 1.35 compare the Pod's image field as written; 1.36 its normalised name
+    /// (kubernetes/kubernetes#137629).
+    #[test]
+    fn an_exact_entry_does_not_allowlist_a_tagged_image_before_1_36_a_prefix_does() {
+        let exact = AllowlistEntry::parse("registry.k8s.io/pause").expect("valid");
+        let prefix = AllowlistEntry::parse("registry.k8s.io/*").expect("valid");
+        let written = "registry.k8s.io/pause:3.10";
+        assert!(!exact.matches_written(written));
+        assert!(prefix.matches_written(written));
+        assert!(
+            exact.matches("registry.k8s.io/pause"),
+            "1.36 compares the name"
+        );
+        let library = AllowlistEntry::parse("docker.io/library/nginx").expect("valid");
+        assert!(
+            !library.matches_written("nginx"),
+            "not normalised before 1.36"
+        );
+        assert!(library.matches("docker.io/library/nginx"));
     }
 }

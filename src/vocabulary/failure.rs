@@ -17,6 +17,9 @@ pub struct Failure {
     pub detail: String,
     /// What was observed, when it is narrower than the kind's label: messages say it instead.
     pub observed: Observed,
+    /// How many leading bytes of `detail` are its cause, the sentence a warning keeps whole
+    /// while it cuts what follows (lists of nodes, locations, registries); 0 when none is.
+    pub cause_len: usize,
 }
 
 impl Failure {
@@ -26,6 +29,30 @@ impl Failure {
             kind,
             detail: detail.into(),
             observed: Observed::AsKind,
+            cause_len: 0,
+        }
+    }
+
+    /// A failure whose detail leads with `cause`, the documented sentence a warning keeps
+    /// whole, then `rest` after `; ` (what a warning may cut).
+    pub fn caused(kind: FailureKind, observed: Observed, cause: &str, rest: &str) -> Self {
+        let detail = if rest.is_empty() {
+            cause.to_owned()
+        } else {
+            format!("{cause}; {rest}")
+        };
+        Failure {
+            cause_len: cause.len(),
+            ..Failure::observed(kind, observed, detail)
+        }
+    }
+
+    /// The detail's cause (empty when none is marked) and what follows it.
+    pub fn cause_and_rest(&self) -> (&str, &str) {
+        let split = self.cause_len.min(self.detail.len());
+        match (self.detail.get(..split), self.detail.get(split..)) {
+            (Some(cause), Some(rest)) => (cause, rest.strip_prefix("; ").unwrap_or(rest)),
+            _ => ("", &self.detail),
         }
     }
 
@@ -59,6 +86,9 @@ pub enum Observed {
     /// The nodes refuse every location of the image (`blockedRegistry`), but some hold it
     /// and pull only when they lack it (`cachedOnNodes`).
     RefusedButCached,
+    /// The nodes fail the pull before trying any location: a mirror rule rewrites the image
+    /// to a name that is not canonical (`blockedRegistry`'s action).
+    Unrewritable,
 }
 
 impl Observed {
@@ -69,6 +99,7 @@ impl Observed {
             Observed::HostCannotParse => Some("cannot be parsed by the policy server"),
             Observed::EmptyImage => Some("no image to look up"),
             Observed::RefusedButCached => Some("refused by the nodes (cached on nodes)"),
+            Observed::Unrewritable => Some("not rewritable by the nodes' mirror rule"),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! `CredentialProviderConfig` (`kubelet.config.k8s.io/v1`), the file of the kubelet's
 //! `--image-credential-provider-config`, read and checked as the kubelet checks it
 //! (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>):
-//! unknown fields refused, every provider named once, with `matchImages`, a
-//! `defaultCacheDuration` and a known `apiVersion`; `tokenAttributes` only for `v1` plugins.
+//! unknown fields refused, every provider named once, with `matchImages` that Go's `url.Parse`
+//! reads, a `defaultCacheDuration` and a known `apiVersion`; `tokenAttributes` only for `v1`
+//! plugins, with a `cacheType` (required since Kubernetes 1.34, the newest minor's rule).
 //!
-//! The broker reads it from the kubelet's file ([`load`], feature `plugins`); the policy reads
+//! The broker reads it from the kubelet's file or directory ([`load`], feature `plugins`),
+//! as `readCredentialProviderConfig` does since 1.34; the policy reads
 //! the same object from its settings ([`CredentialProviderConfig`], through any serde format),
 //! and both check it with [`CredentialProviderConfig::check`].
 
@@ -51,6 +53,12 @@ pub enum ConfigError {
         /// Why.
         #[source]
         source: serde_yaml::Error,
+    },
+    /// A directory without a `.json`, `.yaml` or `.yml` file, which the kubelet refuses.
+    #[error("no .json, .yaml or .yml file in the directory {}", path.display())]
+    NoFiles {
+        /// The directory.
+        path: PathBuf,
     },
     /// The document parsed but breaks a rule the kubelet enforces.
     #[error("{}: {problem}", path.display())]
@@ -153,28 +161,91 @@ pub struct Provider {
     pub token_attributes: Option<TokenAttributes>,
 }
 
-/// Reads and checks the config file at `path`.
+/// Reads and checks the config at `path`: one file, or (since Kubernetes 1.34) a directory
+/// whose `.json`, `.yaml` and `.yml` files are read in lexical order and their providers
+/// merged, a provider name given twice across them refused, as the kubelet's
+/// `readCredentialProviderConfig` does (pkg/credentialprovider/plugin/config.go).
 #[cfg(feature = "plugins")]
 pub fn load(path: &Path) -> Result<Vec<Provider>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let file: CredentialProviderConfig =
-        serde_yaml::from_str(&text).map_err(|source| ConfigError::Syntax {
-            path: path.to_owned(),
-            source,
-        })?;
-    file.check().map_err(|problem| ConfigError::Invalid {
+    let read_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ConfigError::Read { path, source }
+    };
+    let files = if std::fs::metadata(path).map_err(read_error(path))?.is_dir() {
+        config_files(path)?
+    } else {
+        vec![path.to_owned()]
+    };
+    let mut providers = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(read_error(file))?;
+        let config: CredentialProviderConfig =
+            serde_yaml::from_str(&text).map_err(|source| ConfigError::Syntax {
+                path: file.clone(),
+                source,
+            })?;
+        config
+            .check_header()
+            .map_err(|problem| ConfigError::Invalid {
+                path: file.clone(),
+                problem,
+            })?;
+        providers.extend(config.providers);
+    }
+    check_providers(providers).map_err(|problem| ConfigError::Invalid {
         path: path.to_owned(),
         problem,
     })
 }
 
+/// The config files of a directory, in the kubelet's (lexical) order; subdirectories and
+/// other extensions are left out.
+#[cfg(feature = "plugins")]
+fn config_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let read_error = |source| ConfigError::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_error)? {
+        let entry = entry.map_err(read_error)?;
+        let path = entry.path();
+        let config = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("json" | "yaml" | "yml")
+        );
+        if config && !entry.file_type().map_err(read_error)?.is_dir() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(ConfigError::NoFiles {
+            path: dir.to_owned(),
+        });
+    }
+    Ok(files)
+}
+
 impl CredentialProviderConfig {
     /// The providers, checked as the kubelet checks them; the rule broken, naming the provider.
     pub fn check(self) -> Result<Vec<Provider>, String> {
-        check(self)
+        self.check_header()?;
+        check_providers(self.providers)
+    }
+
+    /// The document's `apiVersion` and `kind`, which each file of a directory must have.
+    fn check_header(&self) -> Result<(), String> {
+        if !CONFIG_API_VERSIONS.contains(&self.api_version.as_str()) {
+            return Err(format!("unknown apiVersion {:?}", self.api_version));
+        }
+        if self.kind != "CredentialProviderConfig" {
+            return Err(format!(
+                "kind {:?} is not CredentialProviderConfig",
+                self.kind
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -216,21 +287,13 @@ pub enum Skipped<'a> {
     MissingAnnotation(&'a str),
 }
 
-fn check(file: CredentialProviderConfig) -> Result<Vec<Provider>, String> {
-    if !CONFIG_API_VERSIONS.contains(&file.api_version.as_str()) {
-        return Err(format!("unknown apiVersion {:?}", file.api_version));
-    }
-    if file.kind != "CredentialProviderConfig" {
-        return Err(format!(
-            "kind {:?} is not CredentialProviderConfig",
-            file.kind
-        ));
-    }
-    if file.providers.is_empty() {
+/// The providers of one config (or of a directory's files, merged), checked.
+fn check_providers(providers: Vec<ProviderFile>) -> Result<Vec<Provider>, String> {
+    if providers.is_empty() {
         return Err("at least one provider is required".into());
     }
     let mut names = HashSet::new();
-    file.providers
+    providers
         .into_iter()
         .map(|provider| {
             let name = provider.name.clone();
@@ -244,14 +307,17 @@ fn check(file: CredentialProviderConfig) -> Result<Vec<Provider>, String> {
 
 fn check_provider(provider: ProviderFile) -> Result<Provider, String> {
     let name = provider.name;
-    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
-        return Err("name must be a file name of the bin directory".into());
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', ' ']) {
+        return Err("name must be a file name of the bin directory, without spaces".into());
     }
     if provider.match_images.is_empty() {
         return Err("matchImages is required".into());
     }
-    if let Some(bad) = provider.match_images.iter().find(|m| !valid_match_image(m)) {
-        return Err(format!("matchImages entry {bad:?} is not a registry glob"));
+    let unparsed = |entry: &&String| !kubelet_credentials::parses_as_schemeless_url(entry);
+    if let Some(bad) = provider.match_images.iter().find(unparsed) {
+        return Err(format!(
+            "matchImages entry {bad:?} is not a URL the kubelet can parse (as https://{bad})"
+        ));
     }
     let default_cache_duration = provider
         .default_cache_duration
@@ -300,23 +366,16 @@ fn check_token_attributes(
     if let Some(key) = required.iter().chain(optional).find(|k| !seen.insert(*k)) {
         return Err(format!("annotation key {key:?} is listed twice"));
     }
+    let cache_type = attributes.cache_type.ok_or(
+        "tokenAttributes.cacheType (Token or ServiceAccount) is required: kubelets since Kubernetes 1.34 refuse the provider without it",
+    )?;
     Ok(TokenAttributes {
         audience: attributes.service_account_token_audience,
         require_service_account,
         required_annotations: attributes.required_service_account_annotation_keys,
         optional_annotations: attributes.optional_service_account_annotation_keys,
-        // the kubelet's default when the field is left out
-        cache_type: attributes
-            .cache_type
-            .unwrap_or(TokenCacheType::ServiceAccount),
+        cache_type,
     })
-}
-
-/// A `matchImages` entry: a host glob, with an optional port and path, no scheme.
-fn valid_match_image(entry: &str) -> bool {
-    !entry.is_empty()
-        && !entry.contains("://")
-        && kubelet_credentials::url_matches(entry, entry.replace('*', "x").as_str())
 }
 
 #[cfg(test)]
@@ -327,7 +386,7 @@ mod tests {
     fn parse(yaml: &str) -> Result<Vec<Provider>, String> {
         let file: CredentialProviderConfig =
             serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-        check(file)
+        file.check()
     }
 
     /// The format read as JSON, as the policy's settings carry it.
@@ -350,7 +409,8 @@ mod tests {
                 "tokenAttributes": {
                     "serviceAccountTokenAudience": "a",
                     "requireServiceAccount": true,
-                    "requiredServiceAccountAnnotationKeys": ["example.test/role"]
+                    "requiredServiceAccountAnnotationKeys": ["example.test/role"],
+                    "cacheType": "ServiceAccount"
                 }
             }]
         }))
@@ -450,7 +510,8 @@ providers:
             ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1d, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "is not a duration"),
             ("  - {name: ../p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "file name"),
             ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v9}\n", "unknown apiVersion"),
-            ("  - {name: p, matchImages: ['https://r.test'], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "not a registry glob"),
+            ("  - {name: p, matchImages: ['r.test:port'], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "not a URL the kubelet can parse"),
+            ("  - {name: 'my plugin', matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n", "without spaces"),
             ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1beta1, tokenAttributes: {serviceAccountTokenAudience: a, requireServiceAccount: true}}\n", "need apiVersion"),
             ("  - {name: p, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1, tokenAttributes: {serviceAccountTokenAudience: a}}\n", "requireServiceAccount is required"),
         ];
@@ -466,5 +527,138 @@ providers:
         .expect_err("unknown field");
         assert!(unknown.contains("matchImage"), "{unknown}");
         assert!(parse(&base(ok)).is_ok());
+    }
+
+    /// One provider with the single `matchImages` entry `entry`, read as the policy's settings.
+    fn with_match_image(entry: &str) -> Result<Vec<Provider>, String> {
+        parse_json(serde_json::json!({
+            "apiVersion": "kubelet.config.k8s.io/v1",
+            "kind": "CredentialProviderConfig",
+            "providers": [{
+                "name": "p",
+                "matchImages": [entry],
+                "defaultCacheDuration": "1m",
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1"
+            }]
+        }))
+    }
+
+    /// The kubelet checks a `matchImages` entry only with `ParseSchemelessURL` (Go's
+    /// `url.Parse` of `https://` + entry) in `validateCredentialProviderConfig`
+    /// (<https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>);
+    /// beside each form, the kubelet's answer and, for those accepted, an image it matches.
+    #[test]
+    fn match_images_forms_as_validate_credential_provider_config_answers() {
+        let cases: [(&str, bool, Option<&str>); 7] = [
+            // a second scheme reads as the host "https:" and the path "//registry…"
+            ("https://registry.example.com", true, None),
+            // `*` in a path is a literal character: no image path holds it
+            ("registry.example.com/*/team", true, None),
+            (
+                "registry.example.com:5000",
+                true,
+                Some("registry.example.com:5000/app"),
+            ),
+            (
+                "*.registry.example.com",
+                true,
+                Some("eu.registry.example.com/app"),
+            ),
+            // the query is dropped, as the keyring drops it
+            (
+                "registry.example.com/team?x=1",
+                true,
+                Some("registry.example.com/team/app"),
+            ),
+            // url.Parse: invalid character " " in host name
+            ("bad host.example.com", false, None),
+            // url.Parse: invalid port ":port" after host
+            ("registry.example.com:port", false, None),
+        ];
+        for (entry, kubelet_accepts, matched) in cases {
+            let read = with_match_image(entry);
+            assert_eq!(read.is_ok(), kubelet_accepts, "{entry}: {read:?}");
+            let Ok(providers) = read else {
+                let error = read.expect_err("refused");
+                assert!(
+                    error.contains(entry),
+                    "the refusal names the entry: {error}"
+                );
+                continue;
+            };
+            let provider = &providers[0];
+            match matched {
+                Some(image) => assert!(provider.matches(image), "{entry} matches {image}"),
+                None => {
+                    for image in [
+                        "registry.example.com/x/team/app",
+                        "registry.example.com/app",
+                    ] {
+                        assert!(!provider.matches(image), "{entry} never matches {image}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Since Kubernetes 1.34 (kubernetes/kubernetes#132617) `validateCredentialProviderConfig`
+    /// refuses `tokenAttributes` without `cacheType`; the refusal names the field and the minor.
+    #[test]
+    fn token_attributes_without_cache_type_are_refused_naming_field_and_minor() {
+        let error = parse_json(serde_json::json!({
+            "apiVersion": "kubelet.config.k8s.io/v1",
+            "kind": "CredentialProviderConfig",
+            "providers": [{
+                "name": "p",
+                "matchImages": ["r.test"],
+                "defaultCacheDuration": "1m",
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "tokenAttributes": {"serviceAccountTokenAudience": "a", "requireServiceAccount": false}
+            }]
+        }))
+        .expect_err("no cacheType");
+        assert!(error.contains("tokenAttributes.cacheType"), "{error}");
+        assert!(error.contains("1.34"), "{error}");
+        assert!(error.contains("provider \"p\""), "{error}");
+    }
+
+    /// A provider file of one provider named `name`.
+    #[cfg(feature = "plugins")]
+    fn provider_file(name: &str) -> String {
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n  - {{name: {name}, matchImages: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}}\n"
+        )
+    }
+
+    /// `readCredentialProviderConfig` (pkg/credentialprovider/plugin/config.go, Kubernetes
+    /// 1.34): a directory's `.json`, `.yaml` and `.yml` files in lexical order, providers
+    /// merged, other files and subdirectories skipped, a name given twice refused.
+    #[cfg(feature = "plugins")]
+    #[test]
+    fn a_directory_merges_its_files_in_lexical_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text);
+        write("20-b.yaml", &provider_file("b")).expect("write");
+        write("10-a.yml", &provider_file("a")).expect("write");
+        write("30-c.json", &provider_file("c")).expect("write");
+        write("README.md", "not a config").expect("write");
+        std::fs::create_dir(dir.path().join("99-dir.yaml")).expect("subdirectory");
+        let names: Vec<String> = load(dir.path())
+            .expect("valid directory")
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+
+        write("40-again.yaml", &provider_file("a")).expect("write");
+        let twice = load(dir.path()).expect_err("a provider in two files");
+        assert!(
+            twice.to_string().contains("\"a\" is named twice"),
+            "{twice}"
+        );
+
+        let empty = tempfile::tempdir().expect("tempdir");
+        let none = load(empty.path()).expect_err("no config file");
+        assert!(matches!(none, ConfigError::NoFiles { .. }), "{none}");
     }
 }

@@ -53,6 +53,14 @@ pub fn url_matches(glob: &str, image: &str) -> bool {
     keyring::urls_match_str(glob.as_bytes(), image.as_bytes())
 }
 
+/// Whether Go's `url.Parse` accepts `https://` followed by `text`: the kubelet's only check of
+/// a credential provider's `matchImages` entry (`ParseSchemelessURL` in
+/// <https://github.com/kubernetes/kubernetes/blob/master/pkg/credentialprovider/plugin/config.go>).
+/// An entry that parses but holds a scheme or a `*` in its path is accepted and never matches.
+pub fn parses_as_schemeless_url(text: &str) -> bool {
+    registry_url::RegistryUrl::parse(text.as_bytes()).is_some()
+}
+
 /// A Secret's `data` value as the API server sends it (padded standard base64), decoded as
 /// the kubelet decodes it; `None` when it is not base64.
 pub fn decode_secret_data(encoded: &str) -> Option<Vec<u8>> {
