@@ -32,6 +32,22 @@ pub enum AlsoAsked {
     },
 }
 
+/// `did you mean 1.25.5, 1.25.4 or 1.25-alpine?` for an absent image the lookup broker
+/// suggested tags for (at most three, each a valid tag: `broker_reference::suggested_tags`).
+fn did_you_mean(failure: &Failure) -> Option<String> {
+    let tags = &failure.suggestions;
+    if failure.kind != FailureKind::Absent || tags.is_empty() {
+        return None;
+    }
+    let kept = &tags[..tags.len().min(broker_reference::suggested_tags::MAX_TAGS)];
+    let listed = match kept {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        [] => return None,
+    };
+    Some(format!("did you mean {listed}?"))
+}
+
 /// What a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
@@ -113,8 +129,19 @@ impl Finding {
         }
     }
 
-    /// `not found on registry docker.io` / `invalid image reference`
+    /// `not found on registry docker.io (did you mean 1.25.5 or 1.25-alpine?)` / `invalid
+    /// image reference`: the suggestions right after the verdict, where a warning's first 256
+    /// characters keep them.
     fn reason(&self) -> String {
+        let reason = self.reason_alone();
+        match did_you_mean(&self.failure) {
+            Some(phrase) => format!("{reason} ({phrase})"),
+            None => reason,
+        }
+    }
+
+    /// `not found on registry docker.io`
+    fn reason_alone(&self) -> String {
         let also_asked = match &self.subject {
             Subject::Image { also_asked, .. } => also_asked,
             Subject::PullSecret { .. } => &AlsoAsked::Nothing,

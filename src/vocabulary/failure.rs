@@ -17,6 +17,9 @@ pub struct Failure {
     pub detail: String,
     /// What was observed, when it is narrower than the kind's label: messages say it instead.
     pub observed: Observed,
+    /// The tags of the repository nearest the one asked, which the lookup broker read for an
+    /// [`FailureKind::Absent`] (valid tags only, nearest first); messages name them.
+    pub suggestions: Vec<String>,
 }
 
 impl Failure {
@@ -26,6 +29,7 @@ impl Failure {
             kind,
             detail: detail.into(),
             observed: Observed::AsKind,
+            suggestions: Vec::new(),
         }
     }
 
