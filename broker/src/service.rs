@@ -292,6 +292,29 @@ impl Broker {
         let (lookup, asked_providers) = self
             .run_loop(credentials, &name, &upstream, get, deadline, &answered_404)
             .await;
+        self.record(&lookup, &pass, line);
+        // only a GET's body reaches the policy
+        let not_found = get && matches!(lookup.outcome, Outcome::NotFound { .. });
+        let auth = answered_404
+            .into_inner()
+            .ok()
+            .flatten()
+            .filter(|_| not_found);
+        let suggested = self
+            .suggest(&name.namespace, &upstream, auth, deadline, line)
+            .await;
+        Ok(outcome_answer(
+            lookup.outcome,
+            &name,
+            asked_providers,
+            line,
+            &suggested,
+        ))
+    }
+
+    /// What a lookup's attempts tell: a silent registry to the gate, each attempt to the
+    /// metrics, the attempts and the outcome to the log line.
+    fn record(&self, lookup: &credential_loop::Lookup, pass: &Pass, line: &mut LogLine) {
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
         }
@@ -300,29 +323,30 @@ impl Broker {
             self.metrics.attempt(attempt.word());
         }
         line.outcome = lookup.outcome.word();
-        let mut suggested = Vec::new();
-        let answered_404 = answered_404.into_inner().ok().flatten();
-        if let (true, Outcome::NotFound { .. }, Some(lists), Some(auth)) =
-            (get, &lookup.outcome, &self.tag_lists, &answered_404)
-        {
-            // only a GET's body reaches the policy; the listing is one more request, bounded as
-            // an attempt is and never past the lookup's deadline
-            let asked = Asked {
-                namespace: &name.namespace,
-                upstream: &upstream,
-                auth,
-            };
-            let until = deadline.min(Deadline::now() + self.limits.attempt_timeout);
-            suggested = lists.suggest(&self.pool, &asked, until).await;
-            line.suggested = Some(suggested.len());
-        }
-        Ok(outcome_answer(
-            lookup.outcome,
-            &name,
-            asked_providers,
-            line,
-            &suggested,
-        ))
+    }
+
+    /// The tags to suggest for `upstream`'s tag, listed with `auth`, the credential of the
+    /// 404 (none without one): one more request, bounded as an attempt is and never past the lookup's deadline.
+    async fn suggest(
+        &self,
+        namespace: &str,
+        upstream: &Reference,
+        auth: Option<RegistryAuth>,
+        deadline: Deadline,
+        line: &mut LogLine,
+    ) -> Vec<String> {
+        let (Some(lists), Some(auth)) = (&self.tag_lists, auth) else {
+            return Vec::new();
+        };
+        let asked = Asked {
+            namespace,
+            upstream,
+            auth: &auth,
+        };
+        let until = deadline.min(Deadline::now() + self.limits.attempt_timeout);
+        let suggested = lists.suggest(&self.pool, &asked, until).await;
+        line.suggested = Some(suggested.len());
+        suggested
     }
 
     /// The credential loop over `credentials`, and the node's plugins when one covers the
