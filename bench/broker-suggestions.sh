@@ -10,13 +10,8 @@
 # per row, 5), BROKER_BIN.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
-REPEATS=${BENCH_BROKER_REPEATS:-5}
-# shellcheck source=e2e-tests/lib/common.bash
-source e2e-tests/lib/common.bash
-# shellcheck source=e2e-tests/lib/broker.bash
-source e2e-tests/lib/broker.bash
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 
 echo
 echo "## Lookup broker: a rejection with tag suggestions against one without (2,000 tags)"
@@ -62,21 +57,21 @@ one_ms() {
   done
   awk -v ns="$(($(date +%s%N) - start))" 'BEGIN { printf "%.1f\n", ns / 1e6 }'
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
 
-# the first round (connections, the Namespace read, the first listing) is left out
-declare -A times=()
-for ((i = 1; i <= n; i++)); do
-  for row in "plain $plain team-a" "uncached $suggesting cold-$i" "cached $suggesting team-a"; do
-    read -r name broker namespace <<<"$row"
-    ms=$(one_ms "$broker" "$namespace" "1.0.1999$i$name")
-    ((i == 1)) || times[$name]+="$ms "
-  done
-done
-plain_ms=$(tr ' ' '\n' <<<"${times[plain]}" | grep . | median)
-uncached_ms=$(tr ' ' '\n' <<<"${times[uncached]}" | grep . | median)
-cached_ms=$(tr ' ' '\n' <<<"${times[cached]}" | grep . | median)
+# measure ROW ROUND: one 404 of a tag not asked before (a namespace of its own per round
+# for the uncached row)
+measure() {
+  case "$1" in
+    plain) one_ms "$plain" team-a "1.0.1999${2}p" ;;
+    uncached) one_ms "$suggesting" "cold-$2" "1.0.1999${2}u" ;;
+    cached) one_ms "$suggesting" team-a "1.0.1999${2}c" ;;
+  esac
+}
+interleaved "$n" plain uncached cached
+# the suggesting broker's log: every GET suggested (the rows would compare nothing otherwise)
+suggested=$(jq -s '[.[] | select(.msg == "lookup" and .method == "GET" and .suggestedTags == 3)] | length' "$BROKER_LOG")
+((suggested == 2 * n)) || { echo "bench: $suggested of $((2 * n)) GETs suggested tags" >&2; exit 1; }
+plain_ms=${MEDIANS[plain]} uncached_ms=${MEDIANS[uncached]} cached_ms=${MEDIANS[cached]}
 echo "| brokered 404 (HEAD + GET), 2,000 tags | median of $REPEATS (ms) | against no suggestions |"
 echo "|---|---:|---:|"
 echo "| no suggestions (\`--no-tag-suggestions\`) | $plain_ms | 1.00 |"
