@@ -319,10 +319,12 @@ done
 fi
 
 # --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server; and
-# bench/broker-providers.sh and bench/broker-suggestions.sh, the broker alone: a credential
-# provider plugin against a pull secret; a 404 with tag suggestions against one without) ---------
+# bench/broker-providers.sh, the broker alone: a credential provider plugin against a pull
+# secret; bench/broker-providers-fairness.sh: a namespace's plugin lookups beside a slow one's;
+# bench/broker-suggestions.sh: a 404 with tag suggestions against one without)
 if section broker; then
   bash "$ROOT/bench/broker.sh"
   bash "$ROOT/bench/broker-providers.sh"
+  bash "$ROOT/bench/broker-providers-fairness.sh"
   bash "$ROOT/bench/broker-suggestions.sh"
 fi

@@ -8,17 +8,24 @@
 # tokenAttributes plugins get a TokenRequest token (from the fake API server) for their
 # audience and the ServiceAccount's annotations, and are not run without a required one;
 # pull secrets and plugins are tried in the kubelet's order, either one opening the image; a
-# plugin's answer is cached for its cacheDuration under its cacheKeyType. Real htpasswd
-# docker-registry, images pushed with skopeo. Needs only the broker and the plugin binaries.
+# plugin's answer is cached for its cacheDuration under its cacheKeyType. Plugins are shared
+# fairly: a hung plugin is waited for once per HEAD-then-GET pair (its key silenced), another
+# namespace's lookups go on while one namespace's run hangs, two concurrent lookups of one
+# ServiceAccount run a cacheType Token plugin once; and a provider without tokenAttributes
+# serves only the namespaces --provider-namespaces gives it (team-a, by its tier label; team-b
+# is opted in but not given it). Real htpasswd docker-registry, images pushed with skopeo.
+# Needs only the broker and the plugin binaries.
 
 bats_require_minimum_version 1.5.0
 
 # The broker's --lookup-timeout-ms: the time a hanging plugin's lookup is held to.
-LOOKUP_TIMEOUT_MS=1500
+LOOKUP_TIMEOUT_MS=2500
 # The audience the token plugin's tokenAttributes name, and its ServiceAccount annotations.
 TOKEN_AUDIENCE=e2e-registry.example.test
 ROLE_KEY=e2e.example.test/registry-role
 TEAM_KEY=e2e.example.test/team
+# The label of team-a that --provider-namespaces selects for the plugins without tokenAttributes.
+TIER_LABEL=e2e.example.test/tier
 
 # provider_bin: the tests' plugin binary (built with the broker, `make broker`).
 provider_bin() {
@@ -28,11 +35,14 @@ provider_bin() {
 # provider_yaml NAME MATCH-IMAGE [--tokens] [ARGS...]: one `providers` entry of the config: the
 # plugin NAME (a copy of the tests' plugin in the bin directory) for images under MATCH-IMAGE,
 # answering the registry's user (its password from the entry's env), recording its requests in
-# $PROVIDER_RECORDS/NAME; --tokens adds tokenAttributes.
+# $PROVIDER_RECORDS/NAME; --tokens adds tokenAttributes (--tokens-per-token: cacheType Token).
 provider_yaml() {
   local name=$1 match=$2 tokens="" arg
   shift 2
-  [[ "${1:-}" != --tokens ]] || { tokens=1; shift; }
+  case "${1:-}" in
+    --tokens) tokens=ServiceAccount; shift ;;
+    --tokens-per-token) tokens=Token; shift ;;
+  esac
   printf '%s\n' "  - name: $name" "    matchImages:" "      - \"$match\"" \
     "    defaultCacheDuration: \"0s\"" "    apiVersion: credentialprovider.kubelet.k8s.io/v1" \
     "    args:" "      - --record" "      - \"$PROVIDER_RECORDS/$name\"" \
@@ -42,7 +52,7 @@ provider_yaml() {
   [[ -z "$tokens" ]] || printf '%s\n' "    tokenAttributes:" \
     "      serviceAccountTokenAudience: \"$TOKEN_AUDIENCE\"" "      requireServiceAccount: true" \
     "      requiredServiceAccountAnnotationKeys:" "        - \"$ROLE_KEY\"" \
-    "      optionalServiceAccountAnnotationKeys:" "        - \"$TEAM_KEY\""
+    "      optionalServiceAccountAnnotationKeys:" "        - \"$TEAM_KEY\"" "      cacheType: $tokens"
 }
 
 setup_file() {
@@ -54,7 +64,7 @@ setup_file() {
   registry_start auth
   local image repo
   image=$(build_image provided)
-  for repo in works fails hangs tokens cached-image cached-registry; do
+  for repo in works fails hangs tokens cached-image cached-registry shared token-once; do
     push_image "$image" auth "$repo/app:v1"
   done
   push_image "$image" auth cached-image/other:v1
@@ -64,7 +74,7 @@ setup_file() {
   local bin config name
   bin="$(e2e_workdir)/provider-bin"
   mkdir -p "$PROVIDER_RECORDS" "$bin"
-  for name in works fails hangs tokens cached-image cached-registry; do
+  for name in works fails hangs tokens cached-image cached-registry shared token-once; do
     cp "$(provider_bin)" "$bin/$name"
     : >"$PROVIDER_RECORDS/$name"
   done
@@ -77,6 +87,10 @@ setup_file() {
     provider_yaml tokens "$REG_AUTH/tokens" --tokens
     provider_yaml cached-image "$REG_AUTH/cached-image" --cache-key-type Image --cache-duration 5m
     provider_yaml cached-registry "$REG_AUTH/cached-registry" --cache-key-type Registry --cache-duration 5m
+    # one provider for both namespaces' images, hanging for those naming "slow"
+    provider_yaml shared "$REG_AUTH/shared" --slow-image slow
+    # every run takes a second, so that two concurrent lookups overlap
+    provider_yaml token-once "$REG_AUTH/token-once" --tokens-per-token --slow-image "" --slow-ms 1000
   } >"$config"
 
   local cluster
@@ -84,6 +98,7 @@ setup_file() {
   {
     pull_secret_yaml team-a regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     pull_secret_yaml team-a wrong "$REG_AUTH" "$REG_AUTH_USER" "wrong-$REG_AUTH_PASSWORD"
+    pull_secret_yaml team-b regcred "$REG_AUTH" "$REG_AUTH_USER" "$REG_AUTH_PASSWORD"
     # builder has the annotation the token plugin requires and the optional one; plain has
     # neither, and the pull secret; bare has neither and no pull secret
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: builder" \
@@ -94,6 +109,8 @@ setup_file() {
     printf '%s\n' "---" "apiVersion: v1" "kind: ServiceAccount" "metadata:" "  name: bare" \
       "  namespace: team-a"
     broker_namespace_yaml team-a
+    printf '%s\n' "    $TIER_LABEL: gold"
+    broker_namespace_yaml team-b
     broker_key_secret_yaml
   } | cluster_add "$cluster" 10-secrets.yaml
   apiserver_serve "$cluster" >/dev/null
@@ -102,7 +119,9 @@ setup_file() {
   sources=$(write_sources_yaml broker-providers --insecure "$REG_AUTH")
   broker_start broker-providers --apiserver-port "$api_port" --sources "$sources" \
     --attempt-timeout-ms 1000 --lookup-timeout-ms "$LOOKUP_TIMEOUT_MS" \
-    --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin"
+    --image-credential-provider-config "$config" --image-credential-provider-bin-dir "$bin" \
+    --provider-namespaces "works=$TIER_LABEL=gold;fails=$TIER_LABEL=gold;hangs=$TIER_LABEL=gold" \
+    --provider-namespaces "cached-image=$TIER_LABEL=gold;cached-registry=$TIER_LABEL=gold;shared="
   export PROVIDER_RECORDS
 
   # the policy's end, on the stock policy-server when there is one: `use: all` routes every
@@ -146,12 +165,15 @@ setup() {
   [[ -x "$(provider_bin)" ]] || skip "no plugin binary at $(provider_bin): make broker"
 }
 
-# lookup CREDENTIALS REPO TAG: a GET of team-a's REPO:TAG on the registry through the broker,
-# as the policy server asks it; prints "STATUS SECONDS", the body in $BATS_TEST_TMPDIR/body
-# (kept in $BATS_TEST_TMPDIR/answers too, for the secret scan).
+# lookup CREDENTIALS REPO TAG: a GET (a HEAD with LOOKUP_HEAD=1) of REPO:TAG on the registry
+# for a pod of $LOOKUP_NAMESPACE (team-a by default) through the broker, as the policy server
+# asks it; prints "STATUS SECONDS", the body in $BATS_TEST_TMPDIR/body (kept in
+# $BATS_TEST_TMPDIR/answers too, for the secret scan).
 lookup() {
-  local body="team-a/$1/d.${REG_AUTH/:/_}/$2"
-  curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code} %{time_total}\n' --max-time 20 \
+  local body="${LOOKUP_NAMESPACE:-team-a}/$1/d.${REG_AUTH/:/_}/$2"
+  local -a head=()
+  [[ -z "${LOOKUP_HEAD:-}" ]] || head=(-I)
+  curl -s "${head[@]}" -o "$BATS_TEST_TMPDIR/body" -w '%{http_code} %{time_total}\n' --max-time 20 \
     -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
     -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     "http://$BROKER_ADDR/v2/$(broker_seal "$body" "$3")/manifests/$3"
@@ -207,10 +229,12 @@ no_secret_leaked() {
   before=$(records fails)
   run -0 lookup n fails/app v1
   expect_status 503
+  last_lookup fails/app | jq -e '.reason | contains("credential provider fails")'
+  # its key is silenced for team-a: answered at once, the plugin not run again
   run -0 lookup n fails/app v9
   expect_status 503
-  (($(records fails) >= before + 2)) || _fail_with "the plugin was not run"
-  last_lookup fails/app | jq -e '.reason | contains("credential provider fails")'
+  (($(records fails) == before + 1)) || _fail_with "the plugin ran $(($(records fails) - before)) times"
+  last_lookup fails/app | jq -e '.reason | contains("not run again yet")'
   no_secret_leaked
 }
 
@@ -306,6 +330,185 @@ no_secret_leaked() {
   run -0 lookup n cached-registry/other v1
   expect_status 200
   (($(records cached-registry) == before + 1)) || _fail_with "the plugin ran $(($(records cached-registry) - before)) times for one registry"
+}
+
+# records_above NAME COUNT: plugin NAME received more than COUNT requests.
+records_above() { (($(records "$1") > $2)); }
+
+@test "broker providers: a hung plugin is waited for once per HEAD-then-GET pair" {
+  local before
+  before=$(records hangs)
+  LOOKUP_HEAD=1 run -0 lookup n hangs/pair v1
+  expect_status 503
+  # the GET of the pair: the key is silenced for team-a, the plugin not run again
+  run -0 lookup n hangs/pair v1
+  expect_status 503
+  (($(records hangs) == before + 1)) || _fail_with "the plugin ran $(($(records hangs) - before)) times"
+  last_lookup hangs/pair | jq -e --argjson limit "$LOOKUP_TIMEOUT_MS" \
+    '(.reason | contains("not run again yet")) and .ms < $limit'
+  no_secret_leaked
+}
+
+@test "broker providers: another namespace's lookups go on while one namespace's run hangs" {
+  local before slow
+  before=$(records shared)
+  # one provider for both: team-a's image hangs it until the lookup time
+  LOOKUP_NAMESPACE=team-a lookup n shared/slow-app v1 >"$BATS_TEST_TMPDIR/slow" &
+  slow=$!
+  wait_until 10 records_above shared "$before" || _fail_with "the slow run never started"
+  LOOKUP_NAMESPACE=team-b run -0 lookup n shared/app v1
+  expect_status 200
+  LOOKUP_NAMESPACE=team-b run -0 lookup n shared/app v1
+  expect_status 200
+  # answered while team-a's run still hangs: not queued behind it
+  kill -0 "$slow" 2>/dev/null || _fail_with "team-a's lookup ended first: $(cat "$BATS_TEST_TMPDIR/slow")"
+  wait "$slow"
+  [[ "$(cat "$BATS_TEST_TMPDIR/slow")" == "503 "* ]] || _fail_with "team-a's lookup: $(cat "$BATS_TEST_TMPDIR/slow")"
+  no_secret_leaked
+}
+
+@test "broker providers: two concurrent lookups of one ServiceAccount run a cacheType Token plugin once" {
+  local before first second
+  before=$(records token-once)
+  lookup a.builder token-once/app v1 >"$BATS_TEST_TMPDIR/first" &
+  first=$!
+  lookup a.builder token-once/app v1 >"$BATS_TEST_TMPDIR/second" &
+  second=$!
+  wait "$first"
+  wait "$second"
+  [[ "$(cat "$BATS_TEST_TMPDIR/first")" == "200 "* && "$(cat "$BATS_TEST_TMPDIR/second")" == "200 "* ]] ||
+    _fail_with "answered $(cat "$BATS_TEST_TMPDIR/first") and $(cat "$BATS_TEST_TMPDIR/second")"
+  (($(records token-once) == before + 1)) || _fail_with "the plugin ran $(($(records token-once) - before)) times"
+  jq -e '.serviceAccountToken | length > 0' <(tail -n 1 "$PROVIDER_RECORDS/token-once")
+  no_secret_leaked
+}
+
+@test "broker providers: a provider limited to team-a is not run for team-b, whose answer is uncertain" {
+  local before
+  before=$(records works)
+  LOOKUP_NAMESPACE=team-b run -0 lookup n works/app v1
+  expect_status 503
+  LOOKUP_NAMESPACE=team-b run -0 lookup n works/app v9
+  expect_status 503
+  # the pull secret's definitive 404, and the provider the node would run not run: uncertain
+  LOOKUP_NAMESPACE=team-b run -0 lookup s.regcred works/app v9
+  expect_status 503
+  LOOKUP_NAMESPACE=team-b run -0 lookup s.regcred works/app v1
+  expect_status 200
+  (($(records works) == before)) || _fail_with "the plugin ran for team-b: $(tail -n 1 "$PROVIDER_RECORDS/works")"
+  jq -se '[.[] | select(.msg == "lookup" and .repository == "works/app" and .namespace == "team-b")]
+    | (.[:3] | all(.reason | contains("not run for namespace team-b")))
+      and (.[2].attempts | fromjson | index("notFound") != null)' "$BROKER_LOG" ||
+    _fail_with "team-b's lookups: $(grep team-b "$BROKER_LOG")"
+  run -0 lookup n works/app v1
+  expect_status 200
+  (($(records works) == before + 1)) || _fail_with "the plugin did not run for team-a"
+  no_secret_leaked
+}
+
+# deploy_settings: the policy's settings of deploy/policy-server.yaml, its broker host and key
+# Secret replaced by this suite's, and the nodes' provider `hangs` in credentialProviders, as a
+# user running plugins pastes them.
+deploy_settings() {
+  local providers
+  providers=$(jq -cn --arg m "$REG_AUTH/hangs" '{apiVersion: "kubelet.config.k8s.io/v1",
+    kind: "CredentialProviderConfig", providers: [{name: "hangs", matchImages: [$m],
+    defaultCacheDuration: "0s", apiVersion: "credentialprovider.kubelet.k8s.io/v1"}]}')
+  deploy_policy_spec | jq -c --arg host "$BROKER_ADDR" --argjson key "$BROKER_KEY_SECRET" --argjson providers "$providers" \
+      '.settings | .lookupBroker.host = $host | .lookupBroker.keySecret = $key | .credentialProviders = $providers'
+}
+
+# deploy_policy_spec: the spec of deploy/policy-server.yaml's ClusterAdmissionPolicy, as JSON.
+deploy_policy_spec() {
+  python3 -c 'import json, sys, yaml
+docs = yaml.safe_load_all(open(sys.argv[1]))
+print(json.dumps(next(d for d in docs if d and d.get("kind") == "ClusterAdmissionPolicy")["spec"]))' \
+    "$REPO_ROOT/deploy/policy-server.yaml"
+}
+
+# deploy_flag NAME: the value of the broker's --NAME in deploy/broker.yaml.
+deploy_flag() { grep -o -- "--$1=[0-9]*" "$REPO_ROOT/deploy/broker.yaml" | head -n 1 | cut -d= -f2; }
+
+# deploy_broker_start NAME: a second broker NAME, run with deploy/broker.yaml's time-outs and the
+# suite's plugins (hangs for team-a); sets DEPLOY_EVAL_S, the evaluation time-out deploy/ sets
+# (else the policy server's default, 2 s).
+deploy_broker_start() {
+  local lookup_ms attempt_ms
+  DEPLOY_EVAL_S=$(deploy_policy_spec | jq '.timeoutEvalSeconds // 2')
+  lookup_ms=$(deploy_flag lookup-timeout-ms)
+  attempt_ms=$(deploy_flag attempt-timeout-ms)
+  [[ -n "$lookup_ms" && -n "$attempt_ms" ]] || _fail_with "no time-outs in deploy/broker.yaml"
+  broker_start "$1" --apiserver-port "$(cat "$(e2e_workdir)/registries/apiserver/port")" \
+    --sources "$(write_sources_yaml broker-providers --insecure "$REG_AUTH")" \
+    --attempt-timeout-ms "$attempt_ms" --lookup-timeout-ms "$lookup_ms" \
+    --image-credential-provider-config "$(e2e_workdir)/credential-providers.yaml" \
+    --image-credential-provider-bin-dir "$(e2e_workdir)/provider-bin" \
+    --provider-namespaces "hangs=$TIER_LABEL=gold"
+}
+
+# hung_pod_request REPO: bare_pod_request's Pod running REPO:v1, which the plugin hangs for.
+hung_pod_request() {
+  local req
+  req=$(bare_pod_request v1)
+  jq --arg i "$REG_AUTH/$1:v1" '.request.object.spec.containers[0].image = $i' "$req" >"$req.tmp"
+  mv "$req.tmp" "$req"
+  printf '%s\n' "$req"
+}
+
+# expect_one_run_per_pair REPO BEFORE LOOKUPS: the broker was asked LOOKUPS times (a HEAD, then
+# a GET when the client asks one after a 503) and the plugin run once since BEFORE: the GET
+# answered at once, and the lookups' time in the broker within DEPLOY_EVAL_S.
+expect_one_run_per_pair() {
+  (($(records hangs) == $2 + 1)) || _fail_with "the plugin ran $(($(records hangs) - $2)) times"
+  jq -se --arg repo "$1" --argjson n "$3" --argjson limit "$((DEPLOY_EVAL_S * 1000))" '
+    [.[] | select(.msg == "lookup" and .repository == $repo)] as $pair
+    | ($pair | length) == $n and ($pair | map(.status) | all(. == 503))
+      and ($pair[1:] | all(.reason | contains("not run again yet"))) and ($pair | map(.ms) | add) < $limit' \
+    "$BROKER_LOG" || _fail_with "the broker's lookups: $(grep -F "$1" "$BROKER_LOG")"
+}
+
+@test "broker providers: on the test host, a plugin that never answers: admitted with a warning within the evaluation time-out" {
+  skip_on_kwctl "the test host's own registry client asks the broker"
+  require_host
+  deploy_broker_start broker-providers-deploy
+  local before req
+  before=$(records hangs)
+  req=$(hung_pod_request hangs/host-pair)
+  run --separate-stderr policy_run "$req" --settings-json "$(deploy_settings)" \
+    --cluster-dir "$(e2e_workdir)/cluster/broker-providers" \
+    --docker-config-json-path "$(write_docker_config broker-caller-host "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
+    --sources-path "$(write_sources_yaml broker-providers-host --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")"
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "$REG_AUTH/hangs/host-pair:v1"
+  expect_one_run_per_pair hangs/host-pair "$before" 2
+  no_secret_leaked
+}
+
+@test "broker providers: on the policy-server, a plugin that never answers: admitted with a warning within the evaluation time-out" {
+  policy_server_bin >/dev/null ||
+    skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the test host case above runs instead"
+  deploy_broker_start broker-providers-deploy-ps
+  local policies="$(e2e_workdir)/broker-providers-deploy-policies.yml" before req
+  broker_policies "$policies" deploy "$(deploy_settings)"
+  jq --argjson t "$DEPLOY_EVAL_S" '.deploy.timeoutEvalSeconds = $t' "$policies" >"$policies.tmp"
+  mv "$policies.tmp" "$policies"
+  broker_policy_server_start ps-deploy "$policies" \
+    "$(write_docker_config broker-caller-deploy "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
+    "$(write_sources_yaml broker-providers-ps-deploy --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")" \
+    "$(e2e_workdir)/registries/apiserver/kubeconfig"
+  before=$(records hangs)
+  req=$(hung_pod_request hangs/ps-pair)
+  output=$(broker_validate ps-deploy deploy "$req")
+  # never a 500 ("Policy execution interrupted") nor a denial
+  assert_allowed
+  assert_warning_count 1
+  assert_warning_contains "$REG_AUTH/hangs/ps-pair:v1"
+  local asked
+  asked=$(jq -s '[.[] | select(.msg == "lookup" and .repository == "hangs/ps-pair")] | length' "$BROKER_LOG")
+  ((asked == 1 || asked == 2)) || _fail_with "the broker was asked $asked times"
+  expect_one_run_per_pair hangs/ps-pair "$before" "$asked"
+  no_secret_leaked
 }
 
 @test "broker providers: the policy on the policy-server finds a pod's private image through a plugin" {

@@ -60,6 +60,9 @@ pub enum StartupError {
     /// `--image-credential-provider-config` cannot be used.
     #[error(transparent)]
     CredentialProviders(#[from] credential_provider::ConfigError),
+    /// `--provider-namespaces` cannot be used.
+    #[error(transparent)]
+    ProviderNamespaces(#[from] crate::providers::ServedError),
     /// `--sources` does not parse.
     #[error(transparent)]
     Sources(#[from] registry_client::ConfigError),

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use credential_provider::RunLimits;
 use registry_client::pool::{Pool, PoolOptions};
 use registry_client::sources::Sources;
 use tokio::net::TcpListener;
@@ -151,7 +152,8 @@ struct Args {
     #[arg(long, env = "BROKER_MAX_REGISTRIES", default_value_t = 1024)]
     max_registries: usize,
     /// After a registry let a namespace's lookup time out, how long that namespace's lookups
-    /// of it fail at once (s).
+    /// of it fail at once (s); so too a plugin's lookups of an image, after a run for that
+    /// namespace failed or outlived its lookup.
     #[arg(long, env = "BROKER_SILENT_BACKOFF_SECONDS", default_value_t = 30)]
     silent_backoff_seconds: u64,
     /// How long Secrets and ServiceAccounts are cached (s).
@@ -204,6 +206,25 @@ struct Args {
         requires = "image_credential_provider_config"
     )]
     image_credential_provider_bin_dir: Option<PathBuf>,
+    /// `NAME=SELECTOR`, repeated (`;` between entries in the variable): the namespaces whose
+    /// labels SELECTOR matches are the only ones provider NAME serves; a list of namespaces is
+    /// `kubernetes.io/metadata.name in (a,b)`, an empty SELECTOR is every namespace. A provider
+    /// not named serves every namespace when it has `tokenAttributes` (the pod's own token),
+    /// none otherwise (the broker's cloud identity must not serve every team).
+    #[arg(
+        long = "provider-namespaces",
+        env = "BROKER_PROVIDER_NAMESPACES",
+        value_delimiter = ';',
+        requires = "image_credential_provider_config"
+    )]
+    provider_namespaces: Vec<String>,
+    /// Credential provider plugin runs in flight at once.
+    #[arg(long, env = "BROKER_MAX_PLUGIN_RUNS", default_value_t = 8)]
+    max_plugin_runs: usize,
+    /// Plugin runs in flight for one namespace (default: half of --max-plugin-runs, rounded
+    /// up), so that one namespace cannot take every run.
+    #[arg(long, env = "BROKER_MAX_PLUGIN_RUNS_PER_NAMESPACE")]
+    max_plugin_runs_per_namespace: Option<usize>,
 }
 
 fn networks(list: &[String]) -> Result<Vec<Network>, StartupError> {
@@ -261,6 +282,19 @@ impl Args {
                 .unwrap_or_else(|| gates::default_share(self.max_per_registry)),
             max_registries: self.max_registries.max(1),
             silent_backoff: Duration::from_secs(self.silent_backoff_seconds),
+        }
+    }
+
+    /// The limits of the credential provider plugins' runs; a key they could not answer is
+    /// silenced as a silent registry is.
+    fn plugin_limits(&self) -> RunLimits {
+        let total = self.max_plugin_runs.max(1);
+        RunLimits {
+            total,
+            per_namespace: self
+                .max_plugin_runs_per_namespace
+                .unwrap_or_else(|| credential_provider::default_share(total)),
+            silence: Duration::from_secs(self.silent_backoff_seconds),
         }
     }
 
@@ -325,9 +359,10 @@ impl Args {
                 &self.image_credential_provider_config,
                 &self.image_credential_provider_bin_dir,
             ) {
-                (Some(config), Some(bin_dir)) => {
-                    broker.with_providers(providers::NodeProviders::load(config, bin_dir)?)
-                }
+                (Some(config), Some(bin_dir)) => broker.with_providers(
+                    providers::NodeProviders::load(config, bin_dir)?
+                        .serving(&self.provider_namespaces, self.plugin_limits())?,
+                ),
                 _ => broker,
             },
         )

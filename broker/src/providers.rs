@@ -4,23 +4,35 @@
 //! puts them after the pull secrets' (`pkg/credentialprovider/secrets`).
 //!
 //! What the kubelet would get is uncertain when a plugin fails, hangs, or needs what the
-//! broker cannot know (the pod's ServiceAccount when the sealed name gives pull secrets): such
-//! a plugin is a [`Given::Failed`] entry, an attempt without a definitive answer, so the
-//! lookup can be found by another credential but is never a certain failure. A plugin the
-//! kubelet would not run (a required ServiceAccount annotation missing) gives nothing, as on
-//! the node.
+//! broker cannot know (the pod's ServiceAccount when the sealed name gives pull secrets), or is
+//! not run for the lookup's namespace (crate::providers::served): such a plugin is a
+//! [`Given::Failed`] entry, an attempt without a definitive answer, so the lookup can be found
+//! by another credential but is never a certain failure. A plugin the kubelet would not run (a
+//! required ServiceAccount annotation missing) gives nothing, as on the node.
+//!
+//! Runs are shared fairly (`credential_provider::RunLimits`: one per cache key, a namespace's
+//! share, a key silenced after a run that failed or outlived its lookup), and tokens are reused
+//! as the kubelet reuses them (crate::providers::tokens).
+
+mod served;
+mod tokens;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use broker_reference::Credentials;
-use credential_provider::{Account, Auth, ConfigError, Plugin, Plugins};
+use credential_provider::{Account, Ask, Auth, ConfigError, Plugin, Plugins, RunLimits};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use kubelet_credentials::{Credential, Keyring};
+use tokio::time::Instant as Deadline;
 
 use crate::cluster::{Cluster, Fetched};
+pub use served::ServedError;
+use served::{Rule, Served};
+use tokens::{TokenKey, Tokens};
 
 /// The shortest lifetime the API server grants a token, asked for since the token is used at
 /// once.
@@ -37,11 +49,26 @@ pub enum Given {
 /// The configured plugins.
 pub struct NodeProviders {
     plugins: Plugins,
+    served: Served,
+    tokens: Tokens,
+}
+
+/// One lookup's question to the plugins.
+pub struct Question<'a> {
+    /// The lookup's namespace.
+    pub namespace: &'a str,
+    /// What its sealed name says to use.
+    pub credentials: &'a Credentials,
+    /// The repository, without tag.
+    pub image: &'a str,
+    /// When the lookup stops waiting.
+    pub deadline: Deadline,
 }
 
 impl NodeProviders {
     /// The plugins of the config file `config`, run from `bin_dir`; like the kubelet, refuses
-    /// a bin directory or a plugin that does not exist.
+    /// a bin directory or a plugin that does not exist. Until [`NodeProviders::serving`], the
+    /// providers without `tokenAttributes` serve no namespace.
     pub fn load(config: &Path, bin_dir: &Path) -> Result<Self, ConfigError> {
         let providers = credential_provider::load(config)?;
         let invalid = |problem: String| ConfigError::Invalid {
@@ -63,7 +90,33 @@ impl NodeProviders {
         }
         Ok(NodeProviders {
             plugins: Plugins::new(PathBuf::from(bin_dir), providers),
+            served: Served::default(),
+            tokens: Tokens::default(),
         })
+    }
+
+    /// The providers, with the namespaces each serves (`--provider-namespaces` entries,
+    /// crate::providers::served) and their runs within `limits`.
+    pub fn serving(mut self, entries: &[String], limits: RunLimits) -> Result<Self, ServedError> {
+        let names = self
+            .plugins
+            .all()
+            .iter()
+            .map(|p| p.provider().name.as_str());
+        self.served = Served::parse(entries, names)?;
+        for provider in self.plugins.all().iter().map(Plugin::provider) {
+            let token = provider.token_attributes.is_some();
+            if self.served.rule(&provider.name, token) == Rule::None {
+                // an upgrade from a broker that ran it for every namespace says so once
+                tracing::warn!(
+                    msg = "providerServesNoNamespace",
+                    provider = provider.name.as_str(),
+                    hint = "name it in --provider-namespaces",
+                );
+            }
+        }
+        self.plugins = self.plugins.limited(limits);
+        Ok(self)
     }
 
     /// Whether a plugin is asked about `image` (a repository without tag).
@@ -71,24 +124,14 @@ impl NodeProviders {
         self.plugins.matching(image).next().is_some()
     }
 
-    /// What the plugins give `image` for a pod of `namespace` whose sealed name says
-    /// `credentials`: their credentials that cover it, in the keyring's order, then the
-    /// plugins that failed.
-    pub async fn credentials(
-        &self,
-        cluster: &Cluster,
-        namespace: &str,
-        credentials: &Credentials,
-        image: &str,
-    ) -> Vec<Given> {
+    /// What the plugins give `question`: their credentials that cover its image, in the
+    /// keyring's order, then the plugins that failed or were not run for its namespace.
+    pub async fn credentials(&self, cluster: &Cluster, question: &Question<'_>) -> Vec<Given> {
         let mut keyring = Keyring::new();
         let mut failed = Vec::new();
-        for plugin in self.plugins.matching(image) {
+        for plugin in self.plugins.matching(question.image) {
             let name = &plugin.provider().name;
-            match self
-                .one(plugin, cluster, namespace, credentials, image)
-                .await
-            {
+            match self.one(plugin, cluster, question).await {
                 Ok(Some(auth)) => {
                     for (key, entry) in auth.iter() {
                         let credential = Credential::new(&entry.username, &entry.password)
@@ -103,7 +146,7 @@ impl NodeProviders {
             }
         }
         let mut given: Vec<Given> = keyring
-            .lookup(image)
+            .lookup(question.image)
             .into_iter()
             .cloned()
             .map(Given::Credential)
@@ -117,19 +160,24 @@ impl NodeProviders {
         &self,
         plugin: &Plugin,
         cluster: &Cluster,
-        namespace: &str,
-        credentials: &Credentials,
-        image: &str,
+        question: &Question<'_>,
     ) -> Result<Option<Auth>, String> {
-        let Some(attributes) = &plugin.provider().token_attributes else {
-            let none = BTreeMap::new();
-            let auth = self
-                .plugins
-                .credentials(plugin, image, None, None, &none)
-                .await?;
-            return Ok(Some(auth));
+        let namespace = question.namespace;
+        self.served(plugin, cluster, namespace).await?;
+        let none = BTreeMap::new();
+        let mut ask = Ask {
+            namespace,
+            image: question.image,
+            account: None,
+            token: None,
+            annotations: &none,
+            deadline: question.deadline,
         };
-        let Credentials::ServiceAccount(name) = credentials else {
+        let Some(attributes) = &plugin.provider().token_attributes else {
+            let auth = self.plugins.credentials(plugin, &ask).await;
+            return auth.map(Some).map_err(|e| e.to_string());
+        };
+        let Credentials::ServiceAccount(name) = question.credentials else {
             return Err("it needs the pod's ServiceAccount, which the lookup does not name".into());
         };
         let account = service_account(cluster, namespace, name).await?;
@@ -137,13 +185,67 @@ impl NodeProviders {
             // a required annotation missing: the kubelet does not run it
             return Ok(None);
         };
-        let token = token(cluster, namespace, name, &attributes.audience).await?;
-        let auth = self
-            .plugins
-            .credentials(plugin, image, Some(&account), Some(&token), &annotations)
-            .await?;
-        Ok(Some(auth))
+        let key = TokenKey {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            uid: account.uid.clone(),
+            audience: attributes.audience.clone(),
+        };
+        let lifetime = Duration::from_secs(TOKEN_SECONDS.unsigned_abs());
+        let minted = token(cluster, namespace, name, &attributes.audience);
+        let token = self.tokens.get(&key, lifetime, minted).await?;
+        ask.account = Some(&account);
+        ask.token = Some(&token);
+        ask.annotations = &annotations;
+        let auth = self.plugins.credentials(plugin, &ask).await;
+        auth.map(Some).map_err(|e| e.to_string())
     }
+
+    /// Whether `plugin` serves `namespace`: `Err` saying why not.
+    async fn served(
+        &self,
+        plugin: &Plugin,
+        cluster: &Cluster,
+        namespace: &str,
+    ) -> Result<(), String> {
+        let provider = plugin.provider();
+        let rule = self
+            .served
+            .rule(&provider.name, provider.token_attributes.is_some());
+        let labels = match rule {
+            Rule::Every => return Ok(()),
+            Rule::None => BTreeMap::new(),
+            Rule::Matching(_) => namespace_labels(cluster, namespace).await?,
+        };
+        if rule.serves(&labels) {
+            return Ok(());
+        }
+        Err(format!(
+            "not run for namespace {namespace}, which --provider-namespaces does not give it"
+        ))
+    }
+}
+
+/// The labels of Namespace `namespace` (none when it does not exist).
+async fn namespace_labels(
+    cluster: &Cluster,
+    namespace: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let object = cluster
+        .namespace(namespace)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(object
+        .as_ref()
+        .and_then(|object| object.pointer("/metadata/labels"))
+        .and_then(|labels| labels.as_object())
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// The ServiceAccount `namespace/name`: its UID and annotations.
@@ -213,6 +315,23 @@ mod tests {
     /// registry.test) and `fails` (exiting 1), and a config whose providers are `providers`
     /// (YAML list entries).
     fn plugins(providers: &str) -> (tempfile::TempDir, NodeProviders) {
+        let every: Vec<&str> = ["answers", "fails"]
+            .into_iter()
+            .filter(|name| providers.contains(&format!("name: {name}\n")))
+            .map(|name| {
+                if name == "answers" {
+                    "answers="
+                } else {
+                    "fails="
+                }
+            })
+            .collect();
+        plugins_serving(providers, &every)
+    }
+
+    /// As [`plugins`], with these `--provider-namespaces` entries; `answers` records its runs
+    /// in the directory's `record`.
+    fn plugins_serving(providers: &str, entries: &[&str]) -> (tempfile::TempDir, NodeProviders) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).expect("the bin directory");
@@ -220,7 +339,10 @@ mod tests {
         for (name, body) in [
             (
                 "answers",
-                format!("#!/bin/sh\ncat >/dev/null\necho '{answer}'\n"),
+                format!(
+                    "#!/bin/sh\ncat >>'{}'\necho >>'{0}'\necho '{answer}'\n",
+                    dir.path().join("record").display()
+                ),
             ),
             ("fails", "#!/bin/sh\ncat >/dev/null\nexit 1\n".to_owned()),
         ] {
@@ -234,7 +356,11 @@ mod tests {
             ),
         )
         .expect("a config");
-        let loaded = NodeProviders::load(&config, &bin).expect("a valid config");
+        let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
+        let loaded = NodeProviders::load(&config, &bin)
+            .expect("a valid config")
+            .serving(&entries, RunLimits::default())
+            .expect("valid entries");
         (dir, loaded)
     }
 
@@ -242,6 +368,23 @@ mod tests {
         format!(
             "  - name: {name}\n    matchImages: [\"registry.test\"]\n    defaultCacheDuration: 0s\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n{extra}"
         )
+    }
+
+    /// A question of team-a about [`IMAGE`].
+    fn question(credentials: &Credentials) -> Question<'_> {
+        Question {
+            namespace: "team-a",
+            credentials,
+            image: IMAGE,
+            deadline: Deadline::now() + Duration::from_secs(20),
+        }
+    }
+
+    /// What `providers` give team-a's lookup of [`IMAGE`] naming `credentials`.
+    async fn given_to(providers: &NodeProviders, credentials: Credentials) -> Vec<Given> {
+        providers
+            .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
+            .await
     }
 
     fn describe(given: &[Given]) -> Vec<String> {
@@ -260,14 +403,7 @@ mod tests {
         let (_dir, providers) = plugins(&config);
         assert!(providers.cover(IMAGE));
         assert!(!providers.cover("other.test/team/app"));
-        let given = providers
-            .credentials(
-                &Cluster::unreachable_for_tests(),
-                "team-a",
-                &Credentials::PullSecrets(vec![]),
-                IMAGE,
-            )
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 2, "{described:?}");
         assert_eq!(described[0], "credential robot");
@@ -280,14 +416,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_plugin_is_an_attempt_without_an_answer_never_nothing() {
         let (_dir, providers) = plugins(&provider("fails", ""));
-        let given = providers
-            .credentials(
-                &Cluster::unreachable_for_tests(),
-                "team-a",
-                &Credentials::PullSecrets(vec![]),
-                IMAGE,
-            )
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         assert!(
             matches!(given.as_slice(), [Given::Failed(_)]),
             "{:?}",
@@ -299,14 +428,7 @@ mod tests {
     async fn a_token_plugin_without_the_pods_service_account_is_uncertain() {
         let attributes = "    tokenAttributes:\n      serviceAccountTokenAudience: registry.test\n      requireServiceAccount: true\n";
         let (_dir, providers) = plugins(&provider("answers", attributes));
-        let given = providers
-            .credentials(
-                &Cluster::unreachable_for_tests(),
-                "team-a",
-                &Credentials::PullSecrets(vec!["regcred".into()]),
-                IMAGE,
-            )
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec!["regcred".into()])).await;
         let described = describe(&given);
         assert_eq!(described.len(), 1, "{described:?}");
         assert!(
@@ -319,14 +441,7 @@ mod tests {
     async fn no_reason_quotes_the_plugins_password() {
         let config = provider("answers", "") + &provider("fails", "");
         let (_dir, providers) = plugins(&config);
-        let given = providers
-            .credentials(
-                &Cluster::unreachable_for_tests(),
-                "team-a",
-                &Credentials::PullSecrets(vec![]),
-                IMAGE,
-            )
-            .await;
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
         for reason in given.iter().filter_map(|g| match g {
             Given::Failed(reason) => Some(reason),
             Given::Credential(_) => None,
@@ -354,5 +469,35 @@ mod tests {
             panic!("a config naming a plugin that is not there was accepted");
         };
         assert!(problem.contains("plugin absent"), "{problem}");
+    }
+
+    #[tokio::test]
+    async fn a_provider_not_named_for_the_namespace_is_not_run_and_leaves_it_uncertain() {
+        let mut loaded = None;
+        let lines = crate::logs::capture::lines(|| {
+            loaded = Some(plugins_serving(&provider("answers", ""), &[]));
+        });
+        let (dir, providers) = loaded.expect("loaded");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["msg"] == "providerServesNoNamespace" && l["provider"] == "answers"),
+            "{lines:?}"
+        );
+        let given = given_to(&providers, Credentials::PullSecrets(vec![])).await;
+        let described = describe(&given);
+        assert_eq!(described.len(), 1, "{described:?}");
+        assert!(
+            described[0].contains("not run for namespace team-a"),
+            "{described:?}"
+        );
+        let record = std::fs::read_to_string(dir.path().join("record")).unwrap_or_default();
+        assert!(record.is_empty(), "the plugin ran: {record}");
+        let named = plugins_serving(&provider("answers", ""), &["answers=team=blue"]);
+        // the namespace's labels cannot be read here: uncertain, and still not run
+        let given = given_to(&named.1, Credentials::PullSecrets(vec![])).await;
+        assert!(matches!(given.as_slice(), [Given::Failed(_)]));
+        let record = std::fs::read_to_string(named.0.path().join("record")).unwrap_or_default();
+        assert!(record.is_empty(), "the plugin ran: {record}");
     }
 }

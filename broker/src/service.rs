@@ -25,7 +25,7 @@ use crate::gates::{Closed, GateLimits, Gates, Pass};
 use crate::keys::Keys;
 use crate::logs;
 use crate::metrics::Metrics;
-use crate::providers::{Given, NodeProviders};
+use crate::providers::{Given, NodeProviders, Question};
 use crate::tag_lists::{Asked, TagLists};
 use crate::tenancy::{self, NotServed, Tenancy};
 use crate::unanswerable::{Overload, Unanswerable};
@@ -423,17 +423,21 @@ impl Broker {
             before = first.attempts;
         }
         let image = format!("{}/{}", name.registry, name.repository);
-        let given = tokio::time::timeout_at(
+        let question = Question {
+            namespace: &name.namespace,
+            credentials: &name.credentials,
+            image: &image,
             deadline,
-            providers.credentials(&self.cluster, &name.namespace, &name.credentials, &image),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            vec![Given::Failed(format!(
-                "the credential providers gave no answer within {} ms",
-                timeout.as_millis()
-            ))]
-        });
+        };
+        let given =
+            tokio::time::timeout_at(deadline, providers.credentials(&self.cluster, &question))
+                .await
+                .unwrap_or_else(|_| {
+                    vec![Given::Failed(format!(
+                        "the credential providers gave no answer within {} ms",
+                        timeout.as_millis()
+                    ))]
+                });
         let mut tries: Vec<Try> = given
             .into_iter()
             .map(|g| match g {

@@ -7,7 +7,8 @@
 //! - `duration`: Go's duration format, which its durations use;
 //! - `protocol`: the request a plugin reads on stdin and the response it writes;
 //! - `exec`: one run of a plugin;
-//! - `plugins`: which plugins an image asks, and their caches.
+//! - `plugins`: which plugins an image asks, and their caches;
+//! - `runs`: when a plugin may run (one run per cache key, a namespace's share, silences).
 //!
 //! Without the default feature `plugins`, only `config` and `duration` are built: the format
 //! and its checks, which the policy's settings read too (one declaration of the format).
@@ -20,6 +21,8 @@ mod exec;
 pub mod plugins;
 #[cfg(feature = "plugins")]
 pub mod protocol;
+#[cfg(feature = "plugins")]
+mod runs;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -28,6 +31,8 @@ pub use config::{load, ConfigError};
 pub use config::{CredentialProviderConfig, Provider, TokenAttributes, TokenCacheType};
 pub use duration::parse_go_duration;
 #[cfg(feature = "plugins")]
-pub use plugins::{Account, Auth, Plugin, Plugins};
+pub use plugins::{Account, Ask, Auth, Plugin, PluginError, Plugins};
 #[cfg(feature = "plugins")]
 pub use protocol::AuthEntry;
+#[cfg(feature = "plugins")]
+pub use runs::{default_share, RunLimits};

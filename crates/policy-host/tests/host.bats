@@ -189,16 +189,20 @@ Caused by:
 
 @test "--oci-timeout-secs bounds a registry that never answers" {
   port=$(free_port)
+  ready="$BATS_TEST_TMPDIR/listening"
   timeout 30 python3 -c "
 import socket, time
 s = socket.socket(); s.bind(('127.0.0.1', $port)); s.listen(8); s.settimeout(1)
+open('$ready', 'w').close()
 end = time.time() + 20; c = []
 while time.time() < end:
     try: c.append(s.accept())
     except OSError: pass
 " &
   pid=$!
-  sleep 0.5
+  # bound and listening before the lookup, however slowly python starts on a loaded machine
+  for _ in $(seq 100); do [ -e "$ready" ] && break; sleep 0.1; done
+  [ -e "$ready" ]
   SECONDS=0
   probe "$(digest_call "127.0.0.1:$port/test/app:v1")" --oci-timeout-secs 1
   kill "$pid" 2>/dev/null || true

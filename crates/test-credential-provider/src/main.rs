@@ -5,6 +5,8 @@
 //! - `--record FILE`: appends the request, one JSON line, to FILE (the token included: the
 //!   tests' fake API server issues fake tokens);
 //! - `--fail`: exits 1 without an answer; `--hang`: sleeps for an hour;
+//! - `--slow-image TEXT` with `--slow-ms MS`: for an image containing TEXT, sleeps MS (an hour
+//!   without `--slow-ms`) before answering (`--slow-image ''`: every image);
 //! - otherwise answers `--username` and the password in `$TEST_PROVIDER_PASSWORD` (from the
 //!   config's `env`, so that it is not in a process list) under the key `--key` (default: the
 //!   image's registry), with `--cache-key-type` (default `Registry`) and `--cache-duration`
@@ -22,6 +24,8 @@ struct Options {
     record: Option<String>,
     fail: bool,
     hang: bool,
+    slow_image: Option<String>,
+    slow_ms: Option<u64>,
     username: String,
     key: Option<String>,
     cache_key_type: Option<String>,
@@ -37,6 +41,11 @@ fn options() -> Result<Options, String> {
             "--record" => options.record = Some(value()?),
             "--fail" => options.fail = true,
             "--hang" => options.hang = true,
+            "--slow-image" => options.slow_image = Some(value()?),
+            "--slow-ms" => {
+                let ms = value()?;
+                options.slow_ms = Some(ms.parse().map_err(|_| format!("--slow-ms {ms}"))?);
+            }
             "--username" => options.username = value()?,
             "--key" => options.key = Some(value()?),
             "--cache-key-type" => options.cache_key_type = Some(value()?),
@@ -62,8 +71,17 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("{path}: {e}"))?;
         writeln!(file, "{request}").map_err(|e| format!("{path}: {e}"))?;
     }
-    if options.hang {
-        std::thread::sleep(Duration::from_secs(3600));
+    let image = request["image"].as_str().unwrap_or_default();
+    let slow = options
+        .slow_image
+        .as_deref()
+        .is_some_and(|text| image.contains(text));
+    if options.hang || slow {
+        let ms = options
+            .slow_ms
+            .filter(|_| !options.hang)
+            .unwrap_or(3_600_000);
+        std::thread::sleep(Duration::from_millis(ms));
     }
     if options.fail {
         return Err("failing as asked".into());
