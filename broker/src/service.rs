@@ -399,12 +399,12 @@ impl Broker {
         name: &BrokeredName,
         trying: &Trying<'_>,
     ) -> credential_loop::Lookup {
-        let Trying {
-            upstream,
-            get,
-            deadline,
-            answered_404,
-        } = *trying;
+        let (upstream, get, deadline, answered_404) = (
+            trying.upstream,
+            trying.get,
+            trying.deadline,
+            trying.answered_404,
+        );
         let timeout = self.limits.lookup_timeout;
         let mut before = Vec::new();
         if !secrets.is_empty() {
@@ -422,29 +422,7 @@ impl Broker {
             }
             before = first.attempts;
         }
-        let image = format!("{}/{}", name.registry, name.repository);
-        let question = Question {
-            namespace: &name.namespace,
-            credentials: &name.credentials,
-            image: &image,
-            deadline,
-        };
-        let given =
-            tokio::time::timeout_at(deadline, providers.credentials(&self.cluster, &question))
-                .await
-                .unwrap_or_else(|_| {
-                    vec![Given::Failed(format!(
-                        "the credential providers gave no answer within {} ms",
-                        timeout.as_millis()
-                    ))]
-                });
-        let mut tries: Vec<Try> = given
-            .into_iter()
-            .map(|g| match g {
-                Given::Credential(c) => Try::Credential(Some(c)),
-                Given::Failed(reason) => Try::Failed(reason),
-            })
-            .collect();
+        let mut tries = self.plugin_tries(providers, name, deadline).await;
         let credential_given = tries.iter().any(|t| matches!(t, Try::Credential(_)));
         if before.is_empty() && !credential_given {
             tries.push(Try::Credential(None));
@@ -473,6 +451,40 @@ impl Broker {
             attempts: before,
             complete: second.complete,
         }
+    }
+
+    /// What the node's plugins covering `name`'s image give: a try with each credential, or
+    /// a failure.
+    async fn plugin_tries(
+        &self,
+        providers: &NodeProviders,
+        name: &BrokeredName,
+        deadline: Deadline,
+    ) -> Vec<Try> {
+        let timeout = self.limits.lookup_timeout;
+        let image = format!("{}/{}", name.registry, name.repository);
+        let question = Question {
+            namespace: &name.namespace,
+            credentials: &name.credentials,
+            image: &image,
+            deadline,
+        };
+        let given =
+            tokio::time::timeout_at(deadline, providers.credentials(&self.cluster, &question))
+                .await
+                .unwrap_or_else(|_| {
+                    vec![Given::Failed(format!(
+                        "the credential providers gave no answer within {} ms",
+                        timeout.as_millis()
+                    ))]
+                });
+        given
+            .into_iter()
+            .map(|g| match g {
+                Given::Credential(c) => Try::Credential(Some(c)),
+                Given::Failed(reason) => Try::Failed(reason),
+            })
+            .collect()
     }
 
     /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, any
