@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # "Did you mean": a rejection through the lookup broker names the tags the repository has that
-# are nearest the one asked (docs/broker.md). Runs on the test host (the stock policy-server
-# asks HEAD then GET, as the test host does) with the real broker, against real registries
-# (docker-registry) and the per-user fake for a listing refused (403), one that hangs and one
-# holding names that are not tags.
+# are nearest the one asked (docs/broker.md). Runs on the stock policy-server when one is given
+# ($POLICY_SERVER, else on PATH), on the test host otherwise (both ask HEAD, then GET for a
+# 404's body), with the real broker, against real registries (docker-registry) and the
+# per-user fake for a listing refused (403), one that hangs and one holding names that are not
+# tags.
 
 bats_require_minimum_version 1.5.0
 
@@ -60,7 +61,8 @@ setup_file() {
     broker_namespace_yaml team-b
     broker_key_secret_yaml
   } | cluster_add "$SUGGEST_CLUSTER" 10-secrets.yaml
-  apiserver_serve "$SUGGEST_CLUSTER" >/dev/null
+  local kubeconfig
+  kubeconfig=$(apiserver_serve "$SUGGEST_CLUSTER")
   broker_start broker --apiserver-port "$(cat "$(e2e_workdir)/registries/apiserver/port")" \
     --sources "$(write_sources_yaml upstream --insecure "$REG_ANON" --insecure "$REG_AUTH" \
       --insecure "$REG_AUTH2" --insecure "$REG_PUR")" \
@@ -69,7 +71,15 @@ setup_file() {
   SUGGEST_SOURCES=$(write_sources_yaml host --insecure "$BROKER_ADDR" --insecure "$REG_ANON")
   SUGGEST_SETTINGS=$(jq -cn --arg b "$BROKER_ADDR" --argjson k "$BROKER_KEY_SECRET" \
     '{lookupBroker: {host: $b, use: "all", keySecret: $k}, timeBudgetMs: 8000}')
-  export SUGGEST_CLUSTER SUGGEST_CALLER SUGGEST_SOURCES SUGGEST_SETTINGS
+  SUGGEST_ENGINE=policy-host
+  if policy_server_bin >/dev/null 2>&1; then
+    local policies
+    policies="$(e2e_workdir)/suggest-policies.yml"
+    broker_policies "$policies" suggest "$SUGGEST_SETTINGS" direct '{"timeBudgetMs": 8000}'
+    broker_policy_server_start ps "$policies" "$SUGGEST_CALLER" "$SUGGEST_SOURCES" "$kubeconfig"
+    SUGGEST_ENGINE=policy-server
+  fi
+  export SUGGEST_CLUSTER SUGGEST_CALLER SUGGEST_SOURCES SUGGEST_SETTINGS SUGGEST_ENGINE
 }
 
 teardown_file() { load lib/common; registry_stop_all; }
@@ -78,7 +88,6 @@ setup() {
   load lib/common
   load lib/per_user_registry
   load lib/broker
-  skip_on_kwctl "the broker's lookups are made by the test host here (kwctl cannot be given the broker's sources and caller credential)"
   require_host
   require_broker
 }
@@ -90,8 +99,21 @@ suggest_run() {
   req=$(request_with_images pod-create.json "app=$1" sidecar.remove init-schema.remove)
   [[ -z "${2:-}" ]] || request_edit_pod_spec "$req" ".imagePullSecrets = [{name: \"$2\"}]"
   [[ -z "${3:-}" ]] || request_in_namespace "$req" "$3"
-  policy_run "$req" --settings-json "$SUGGEST_SETTINGS" --cluster-dir "$SUGGEST_CLUSTER" \
-    --docker-config-json-path "$SUGGEST_CALLER" --sources-path "$SUGGEST_SOURCES"
+  decide "$req" suggest
+}
+
+# decide REQUEST POLICY: the answer of the policy with the broker (`suggest`) or without it
+# (`direct`), on the policy-server when one runs, else on the test host.
+decide() {
+  if [[ "$SUGGEST_ENGINE" == policy-server ]]; then
+    broker_validate ps "$2" "$1"
+  elif [[ "$2" == suggest ]]; then
+    policy_run "$1" --settings-json "$SUGGEST_SETTINGS" --cluster-dir "$SUGGEST_CLUSTER" \
+      --docker-config-json-path "$SUGGEST_CALLER" --sources-path "$SUGGEST_SOURCES"
+  else
+    policy_run "$1" --settings-json '{"timeBudgetMs": 8000}' --cluster-dir "$SUGGEST_CLUSTER" \
+      --sources-path "$SUGGEST_SOURCES"
+  fi
 }
 
 # broker_get_of REPOSITORY TAG: the broker's log line of the last GET of REPOSITORY:TAG.
@@ -183,22 +205,19 @@ broker_get_of() {
   req=$(request_with_images deployment-create.json "app=$REG_ANON/team/app:v1.2.30" sidecar.remove init-schema.remove)
   dry="$req.dry"
   jq '.request.dryRun = true' "$req" >"$dry"
-  run -0 --separate-stderr policy_run "$req" --settings-json "$SUGGEST_SETTINGS" --cluster-dir "$SUGGEST_CLUSTER" \
-    --docker-config-json-path "$SUGGEST_CALLER" --sources-path "$SUGGEST_SOURCES"
+  run -0 --separate-stderr decide "$req" suggest
   assert_rejected
   assert_message_contains "(did you mean v1.2.31 or v1.2.3?)"
   local plain=$output
-  run -0 --separate-stderr policy_run "$dry" --settings-json "$SUGGEST_SETTINGS" --cluster-dir "$SUGGEST_CLUSTER" \
-    --docker-config-json-path "$SUGGEST_CALLER" --sources-path "$SUGGEST_SOURCES"
+  run -0 --separate-stderr decide "$dry" suggest
   assert_rejected
   [[ "$(response_summary "$output")" == "$(response_summary "$plain")" ]] ||
     _fail_with "dryRun changed the answer: $(response_summary "$plain")"
 }
 
 @test "suggestions: without the broker the message is unchanged" {
-  run -0 --separate-stderr policy_run \
-    "$(request_with_images pod-create.json "app=$REG_ANON/team/app:v1.2.30" sidecar.remove init-schema.remove)" \
-    --settings-json '{"timeBudgetMs": 8000}' --cluster-dir "$SUGGEST_CLUSTER" --sources-path "$SUGGEST_SOURCES"
+  run -0 --separate-stderr decide \
+    "$(request_with_images pod-create.json "app=$REG_ANON/team/app:v1.2.30" sidecar.remove init-schema.remove)" direct
   assert_rejected
   assert_message_contains "not found on registry $REG_ANON: "
   assert_message_lacks "did you mean"
