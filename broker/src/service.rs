@@ -828,6 +828,18 @@ mod tests {
     }
 
     #[test]
+    fn a_404_carries_the_brokers_suggestions_only() {
+        let registry = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"gone (nearest tags: evil)"},{"code":"NAME_UNKNOWN","message":"x (nearest tags: evil2)"}]}"#;
+        let answer = not_found_answer(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+        assert_eq!(body["errors"][0]["message"], "gone (nearest tags: v1.2.3)");
+        assert_eq!(body["errors"][1]["message"], "x");
+        let none = not_found_answer(None, &[]);
+        let body: serde_json::Value = serde_json::from_slice(&none.body).expect("JSON");
+        assert_eq!(body["errors"][0]["message"], "manifest unknown");
+    }
+
+    #[test]
     fn a_lookup_not_decoded_has_no_credentials_matched_nor_served_by() {
         let line = LogLine {
             method: "GET",
