@@ -364,13 +364,13 @@ impl Broker {
         let covering = self.providers.as_ref().filter(|p| p.cover(&image));
         let lookup = match covering {
             Some(providers) => {
-                let try_ = Trying {
+                let trying = Trying {
                     upstream,
                     get,
                     deadline,
                     answered_404,
                 };
-                self.with_node_providers(providers, credentials, name, &try_)
+                self.with_node_providers(providers, credentials, name, &trying)
                     .await
             }
             None => {
@@ -399,12 +399,12 @@ impl Broker {
         name: &BrokeredName,
         trying: &Trying<'_>,
     ) -> credential_loop::Lookup {
-        let (upstream, get, deadline, answered_404) = (
-            trying.upstream,
-            trying.get,
-            trying.deadline,
-            trying.answered_404,
-        );
+        let Trying {
+            upstream,
+            get,
+            deadline,
+            answered_404,
+        } = *trying;
         let timeout = self.limits.lookup_timeout;
         let mut before = Vec::new();
         if !secrets.is_empty() {
