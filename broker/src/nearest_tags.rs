@@ -17,40 +17,62 @@ enum Kinship {
     Spelling,
 }
 
-/// A tag read as a version: `v1.25.5-alpine` → `v`, `[1, 25, 5]`, `-alpine`.
+/// The most numbers of a version read: `1.2.3.4.5.6`.
+const MAX_NUMBERS: usize = 6;
+
+/// A tag read as a version: `v1.25.5-alpine` → `v`, `[1, 25, 5]` (the suffix is not kept).
 #[derive(Debug, PartialEq, Eq)]
 struct Version<'t> {
     prefix: &'t str,
-    numbers: Vec<u64>,
+    numbers: [u64; MAX_NUMBERS],
+    len: usize,
 }
 
 impl<'t> Version<'t> {
+    /// The version a tag names, read byte by byte: every tag of a listing is read for each
+    /// 404, so no allocation.
     fn of(tag: &'t str) -> Option<Self> {
-        let digits_at = tag.find(|c: char| c.is_ascii_digit())?;
+        let bytes = tag.as_bytes();
+        let digits_at = bytes.iter().position(u8::is_ascii_digit)?;
         let prefix = &tag[..digits_at];
         // `v1.2`, `release-1.2`, not `abc1`
         if !(prefix.is_empty() || prefix == "v" || prefix == "V" || prefix.ends_with(['-', '_'])) {
             return None;
         }
-        let mut numbers = Vec::new();
-        for part in tag[digits_at..].split('.') {
-            let digits = part.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                break;
+        let mut version = Version {
+            prefix,
+            numbers: [0; MAX_NUMBERS],
+            len: 0,
+        };
+        let mut at = digits_at;
+        while version.len < MAX_NUMBERS {
+            let mut number: u64 = 0;
+            while let Some(digit) = bytes.get(at).filter(|b| b.is_ascii_digit()) {
+                number = number
+                    .checked_mul(10)?
+                    .checked_add(u64::from(digit - b'0'))?;
+                at += 1;
             }
-            numbers.push(part[..digits].parse().ok()?);
-            if digits < part.len() {
-                break;
+            version.numbers[version.len] = number;
+            version.len += 1;
+            // another number only after a dot and a digit
+            match (bytes.get(at), bytes.get(at + 1)) {
+                (Some(b'.'), Some(next)) if next.is_ascii_digit() => at += 1,
+                _ => break,
             }
         }
-        Some(Version { prefix, numbers })
+        Some(version)
+    }
+
+    fn numbers(&self) -> &[u64] {
+        &self.numbers[..self.len]
     }
 
     /// The same release line: the same prefix and numbers with another suffix (`1.25`,
     /// `1.25-alpine`), one extending the other (`1.25`, `1.25.5`), or another last number of
     /// three or more (`v1.2.30`, `v1.2.3`); `1.24` and `1.25` are two lines.
     fn same_line(&self, other: &Version) -> bool {
-        let (a, b) = (&self.numbers, &other.numbers);
+        let (a, b) = (self.numbers(), other.numbers());
         if !self.prefix.eq_ignore_ascii_case(other.prefix) || a.is_empty() || b.is_empty() {
             return false;
         }
@@ -67,12 +89,9 @@ impl<'t> Version<'t> {
 
     /// How far the first number after the line is: `v1.2.31` is nearer `v1.2.30` than `v1.2.3`.
     fn distance(&self, other: &Version) -> u64 {
-        let at = self
-            .numbers
-            .iter()
-            .zip(&other.numbers)
-            .position(|(a, b)| a != b);
-        at.map_or(0, |i| self.numbers[i].abs_diff(other.numbers[i]))
+        let (a, b) = (self.numbers(), other.numbers());
+        let at = a.iter().zip(b).position(|(a, b)| a != b);
+        at.map_or(0, |i| a[i].abs_diff(b[i]))
     }
 }
 
@@ -109,7 +128,7 @@ fn spelling_allowance(asked: &str) -> usize {
 /// itself, never a name that is not a valid tag.
 pub fn nearest<'t>(asked: &str, tags: impl IntoIterator<Item = &'t str>) -> Vec<&'t str> {
     let asked_version = Version::of(asked);
-    // edits are counted up to the spelling allowance, or a tag's whole length for versions
+    // edits are counted up to the spelling allowance
     let mut ranked: Vec<(Kinship, usize, u64, &str)> = tags
         .into_iter()
         .filter(|tag| *tag != asked && broker_reference::is_tag(tag))
@@ -120,7 +139,9 @@ pub fn nearest<'t>(asked: &str, tags: impl IntoIterator<Item = &'t str>) -> Vec<
             let version = Version::of(tag);
             match (&asked_version, &version) {
                 (Some(a), Some(t)) if a.same_line(t) => {
-                    let edits = edits(asked, tag, asked.len().max(tag.len())).unwrap_or(usize::MAX);
+                    // beyond a misspelling's edits, the numbers alone order them
+                    let allowance = spelling_allowance(asked);
+                    let edits = edits(asked, tag, allowance).unwrap_or(allowance + 1);
                     Some((Kinship::Version, edits, a.distance(t), tag))
                 }
                 // two versions of two lines are two releases, however alike they are spelled
@@ -193,13 +214,15 @@ mod tests {
 
     #[test]
     fn versions_are_read_only_from_version_like_tags() {
+        let read = |tag| Version::of(tag).map(|v| (v.prefix, v.numbers().to_vec()));
+        assert_eq!(read("v1.25.5-alpine"), Some(("v", vec![1, 25, 5])));
+        assert_eq!(read("1.2.").map(|v| v.1), Some(vec![1, 2]));
+        assert_eq!(read("1..2").map(|v| v.1), Some(vec![1]));
         assert_eq!(
-            Version::of("v1.25.5-alpine"),
-            Some(Version {
-                prefix: "v",
-                numbers: vec![1, 25, 5]
-            })
+            read("1.2.3.4.5.6.7").map(|v| v.1),
+            Some(vec![1, 2, 3, 4, 5, 6])
         );
+        assert!(read("99999999999999999999999").is_none());
         assert!(Version::of("abc1.2").is_none());
         assert!(Version::of("latest").is_none());
         let asked = Version::of("1.25").unwrap_or_else(|| unreachable!());
