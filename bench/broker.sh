@@ -9,13 +9,8 @@
 # Knobs: BENCH_BROKER_REPEATS (warm lookups per column, 5), BROKER_BIN, POLICY_SERVER.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
-REPEATS=${BENCH_BROKER_REPEATS:-5}
-# shellcheck source=e2e-tests/lib/common.bash
-source e2e-tests/lib/common.bash
-# shellcheck source=e2e-tests/lib/broker.bash
-source e2e-tests/lib/broker.bash
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 POLICY_WASM=${BENCH_POLICY_WASM:-$ROOT/annotated-policy.wasm}
 
 echo
@@ -69,7 +64,6 @@ one_ms() {
   broker_validate ps "$1" "$req" >/dev/null
   echo $((($(date +%s%N) - start) / 1000000))
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 tag=1
 brokered_cold=$(one_ms brokered "t$tag"); tag=$((tag + 1))

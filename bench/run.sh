@@ -321,10 +321,12 @@ fi
 # --- 5. The lookup broker (bench/broker.sh: skips without the real policy-server; and
 # bench/broker-providers.sh, the broker alone: a credential provider plugin against a pull
 # secret; bench/broker-providers-fairness.sh: a namespace's plugin lookups beside a slow one's;
-# bench/safe-install.sh: one namespace's lookups beside a hostile neighbour) ---------------
+# bench/safe-install.sh: one namespace's lookups beside a hostile neighbour;
+# bench/broker-suggestions.sh: a 404 with tag suggestions against one without) ---------------
 if section broker; then
   bash "$ROOT/bench/broker.sh"
   bash "$ROOT/bench/broker-providers.sh"
   bash "$ROOT/bench/broker-providers-fairness.sh"
   bash "$ROOT/bench/safe-install.sh"
+  bash "$ROOT/bench/broker-suggestions.sh"
 fi

@@ -24,7 +24,8 @@ mkdir -p "$work"
 export POLICY_WASM POLICY_HOST E2E_TRANSCRIPT_DIR
 
 passed=0 failed=0 skipped=0
-TIMED_SUITES=(30-unreachable 35-faults 45-certainty 93-safe-install 96-policy-server-hung-registry
+TIMED_SUITES=(30-unreachable 35-faults 45-certainty 93-safe-install 94-tag-suggestions
+  96-policy-server-hung-registry
   97-broker 97-broker-lifecycle 97-broker-limits 97-broker-providers 98-audit)
 jobs=${E2E_JOBS:-2}
 if ((jobs > 1)) && ! command -v parallel >/dev/null; then

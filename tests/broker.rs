@@ -642,3 +642,109 @@ fn a_provider_needing_the_pods_service_account_gets_it_in_the_sealed_name() {
         Credentials::PullSecrets(vec!["regcred".into()])
     );
 }
+
+/// The policy server's text for a brokered lookup of `reference` the broker answered 404,
+/// with `message` as its error's message.
+fn not_found_saying(reference: &str, message: &str) -> String {
+    host_text(&format!(
+        "Registry error: url {}, envelope: OCI API errors: [OCI API error: {message}]",
+        manifest_url(reference)
+    ))
+}
+
+#[test]
+fn an_absent_image_names_the_tags_the_broker_suggests_and_quotes_the_error_without_them() {
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let said = "manifest unknown (nearest tags: 1.4.1 1.4.2-alpine)";
+    let host = host()
+        .with_error(&app(), &not_found_saying(&app(), said))
+        .with_digest(&migrate(), DIGEST);
+    let response = run(&request, settings("credentialed"), &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(
+        message.contains(
+            "not found on registry registry.example.com (did you mean 1.4.1 or 1.4.2-alpine?): "
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("[OCI API error: manifest unknown]"),
+        "{message}"
+    );
+    assert!(!message.contains("nearest tags"), "{message}");
+}
+
+#[test]
+fn suggestions_only_for_an_absent_verdict_and_only_valid_tags() {
+    // a 404 whose list holds names that are not tags: only the tags are named
+    let request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    let said = "manifest unknown (nearest tags: ../../etc -x 1.4.1 <b>)";
+    let host = host()
+        .with_error(&app(), &not_found_saying(&app(), said))
+        .with_digest(&migrate(), DIGEST);
+    let message = message(&run(&request, settings("credentialed"), &host));
+    assert!(message.contains("(did you mean 1.4.1?)"), "{message}");
+    for name in ["../../etc", "-x", "<b>"] {
+        assert!(!message.contains(name), "{name}: {message}");
+    }
+    // an unauthorized or unreachable answer suggests nothing, whatever its text holds
+    let warnings = warnings_when_both_fail(|reference| {
+        host_text(&format!(
+            "Registry error: url {}, envelope: OCI API errors: [OCI API error: denied: no (nearest tags: 1.4.1)]",
+            manifest_url(reference)
+        ))
+    });
+    for warning in warnings {
+        assert!(!warning.contains("did you mean"), "{warning}");
+    }
+}
+
+#[test]
+fn without_the_broker_a_registrys_text_never_suggests() {
+    let request = fixture("pod-create.json");
+    let said = "manifest unknown (nearest tags: 1.4.1)";
+    let host = cluster()
+        .with_error(APP, &not_found_saying(APP, said))
+        .with_digest(MIGRATE, DIGEST)
+        .with_digest(BUSYBOX, DIGEST);
+    let response = run(&request, json!({}), &host);
+    assert_eq!(response["accepted"], false, "{response}");
+    let message = message(&response);
+    assert!(!message.contains("did you mean"), "{message}");
+}
+
+#[test]
+fn the_suggestions_are_inside_a_warnings_256_characters_and_a_denials_first_line() {
+    // a 63-character container name and a long repository
+    let container = "c".repeat(63);
+    let repository = "platform-team/payments/settlement-reconciliation-worker";
+    let image = format!("registry.example.com/{repository}:v1.2.30");
+    let mut request = with_pod_secrets(fixture("pod-create.json"), &["regcred"]);
+    request["object"]["spec"]["containers"][0]["name"] = json!(container);
+    request["object"]["spec"]["containers"][0]["image"] = json!(image);
+    let reference = brokered("registry.example.com", repository, "v1.2.30", &["regcred"]);
+    let said = "manifest unknown (nearest tags: v1.2.31 v1.2.3)";
+    let host = host()
+        .with_error(&reference, &not_found_saying(&reference, said))
+        .with_digest(&migrate(), DIGEST);
+    let phrase = "did you mean v1.2.31 or v1.2.3?";
+    let denial = message(&run(&request, settings("credentialed"), &host));
+    let line = denial
+        .lines()
+        .find(|l| l.contains(&container))
+        .unwrap_or_default();
+    let end = line.find(phrase).map(|at| at + phrase.len());
+    assert!(end.is_some_and(|end| end <= 256), "{end:?}: {line}");
+    let mut warn = settings("credentialed");
+    warn["actions"] = json!({"absent": "warn"});
+    let response = run(&request, warn, &host);
+    let warnings = warnings(&response);
+    let warning = warnings
+        .iter()
+        .find(|w| w.contains(&container))
+        .cloned()
+        .unwrap_or_default();
+    assert!(warning.len() <= 256, "{warning}");
+    assert!(warning.contains(phrase), "{warning}");
+}

@@ -12,9 +12,11 @@ mod gates;
 mod keys;
 mod logs;
 mod metrics;
+mod nearest_tags;
 mod providers;
 mod server;
 mod service;
+mod tag_lists;
 mod tenancy;
 mod tls;
 mod unanswerable;
@@ -157,6 +159,13 @@ struct Args {
     /// How long Secrets and ServiceAccounts are cached (s).
     #[arg(long, env = "BROKER_CACHE_SECONDS", default_value_t = 10)]
     cache_seconds: u64,
+    /// How long a repository's tag listing, made for the suggestions of a 404, is kept per
+    /// namespace and credential (s).
+    #[arg(long, env = "BROKER_TAG_LIST_SECONDS", default_value_t = 60)]
+    tag_list_seconds: u64,
+    /// Answer a 404 without suggesting the repository's nearest tags (no tag listing).
+    #[arg(long, env = "BROKER_NO_TAG_SUGGESTIONS")]
+    no_tag_suggestions: bool,
     /// How often the keys and caller credentials are read again (s).
     #[arg(long, env = "BROKER_RELOAD_SECONDS", default_value_t = 10)]
     reload_seconds: u64,
@@ -341,7 +350,11 @@ impl Args {
             metrics,
             tenancy,
         };
-        let broker = Broker::new(parts, limits);
+        let mut broker = Broker::new(parts, limits);
+        if !self.no_tag_suggestions {
+            let ttl = Duration::from_secs(self.tag_list_seconds);
+            broker = broker.with_tag_suggestions(tag_lists::TagLists::new(ttl));
+        }
         Ok(
             match (
                 &self.image_credential_provider_config,

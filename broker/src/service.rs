@@ -26,6 +26,7 @@ use crate::keys::Keys;
 use crate::logs;
 use crate::metrics::Metrics;
 use crate::providers::{Given, NodeProviders, Question};
+use crate::tag_lists::{Asked, TagLists};
 use crate::tenancy::{self, Admission, NotServed, Tenancy};
 use crate::unanswerable::{Overload, Unanswerable};
 
@@ -72,7 +73,12 @@ pub struct Broker {
     pub limits: Limits,
     gates: Gates,
     providers: Option<NodeProviders>,
+    tag_lists: Option<TagLists>,
 }
+
+/// The credential the registry answered the first 404 to (`Anonymous` for the anonymous
+/// try): the one that lists the repository's tags for suggestions.
+type Answered404 = std::sync::Mutex<Option<RegistryAuth>>;
 
 /// One try of the loop once the node's credential providers are asked.
 enum Try {
@@ -112,6 +118,8 @@ struct LogLine {
     served_by: Option<usize>,
     skipped: Vec<String>,
     reason: Option<String>,
+    /// How many tags a 404 suggested, when its tags were looked at.
+    suggested: Option<usize>,
 }
 
 impl Broker {
@@ -134,7 +142,14 @@ impl Broker {
             limits,
             gates,
             providers: None,
+            tag_lists: None,
         }
+    }
+
+    /// The broker, suggesting the nearest tags on a `GET` answered 404 (crate::tag_lists).
+    pub fn with_tag_suggestions(mut self, tag_lists: TagLists) -> Self {
+        self.tag_lists = Some(tag_lists);
+        self
     }
 
     /// The broker, also trying the credentials of the node's credential provider plugins.
@@ -201,6 +216,7 @@ impl Broker {
             served_by: None,
             skipped: Vec::new(),
             reason: None,
+            suggested: None,
         };
         let answer = match self
             .look_up(method == "GET", name, reference, &mut line)
@@ -272,9 +288,34 @@ impl Broker {
             .cloned()
             .collect();
         line.matched = Some(credentials.len());
+        let upstream = upstream_of(&name, &reference);
+        let answered_404 = Answered404::default();
         let (lookup, asked_providers) = self
-            .run_loop(credentials, &name, &image, &reference, get, deadline)
+            .run_loop(credentials, &name, &upstream, get, deadline, &answered_404)
             .await;
+        self.record(&lookup, &pass, line);
+        // only a GET's body reaches the policy
+        let not_found = get && matches!(lookup.outcome, Outcome::NotFound { .. });
+        let auth = answered_404
+            .into_inner()
+            .ok()
+            .flatten()
+            .filter(|_| not_found);
+        let suggested = self
+            .suggest(&name.namespace, &upstream, auth, deadline, line)
+            .await;
+        Ok(outcome_answer(
+            lookup.outcome,
+            &name,
+            asked_providers,
+            line,
+            &suggested,
+        ))
+    }
+
+    /// What a lookup's attempts tell: a silent registry to the gate, each attempt to the
+    /// metrics, the attempts and the outcome to the log line.
+    fn record(&self, lookup: &credential_loop::Lookup, pass: &Pass, line: &mut LogLine) {
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
         }
@@ -283,7 +324,30 @@ impl Broker {
             self.metrics.attempt(attempt.word());
         }
         line.outcome = lookup.outcome.word();
-        Ok(outcome_answer(lookup.outcome, &name, asked_providers, line))
+    }
+
+    /// The tags to suggest for `upstream`'s tag, listed with `auth`, the credential of the
+    /// 404 (none without one): one more request, bounded as an attempt is and never past the lookup's deadline.
+    async fn suggest(
+        &self,
+        namespace: &str,
+        upstream: &Reference,
+        auth: Option<RegistryAuth>,
+        deadline: Deadline,
+        line: &mut LogLine,
+    ) -> Vec<String> {
+        let (Some(lists), Some(auth)) = (&self.tag_lists, auth) else {
+            return Vec::new();
+        };
+        let asked = Asked {
+            namespace,
+            upstream,
+            auth: &auth,
+        };
+        let until = deadline.min(Deadline::now() + self.limits.attempt_timeout);
+        let suggested = lists.suggest(&self.pool, &asked, until).await;
+        line.suggested = Some(suggested.len());
+        suggested
     }
 
     /// The credential loop over `credentials`, and the node's plugins when one covers the
@@ -292,22 +356,22 @@ impl Broker {
         &self,
         credentials: Vec<Credential>,
         name: &BrokeredName,
-        image: &str,
-        reference: &ManifestReference,
+        upstream: &Reference,
         get: bool,
         deadline: Deadline,
+        answered_404: &Answered404,
     ) -> (credential_loop::Lookup, bool) {
-        let (registry, repository) = (name.registry.clone(), name.repository.clone());
-        let upstream = match reference {
-            ManifestReference::Tag(tag) => Reference::with_tag(registry, repository, tag.clone()),
-            ManifestReference::Digest(digest) => {
-                Reference::with_digest(registry, repository, digest.clone())
-            }
-        };
-        let covering = self.providers.as_ref().filter(|p| p.cover(image));
+        let image = format!("{}/{}", name.registry, name.repository);
+        let covering = self.providers.as_ref().filter(|p| p.cover(&image));
         let lookup = match covering {
             Some(providers) => {
-                self.with_node_providers(providers, credentials, name, &upstream, get, deadline)
+                let trying = Trying {
+                    upstream,
+                    get,
+                    deadline,
+                    answered_404,
+                };
+                self.with_node_providers(providers, credentials, name, &trying)
                     .await
             }
             None => {
@@ -315,7 +379,10 @@ impl Broker {
                     credentials,
                     deadline,
                     self.limits.lookup_timeout,
-                    |credential| self.attempt(&upstream, credential.as_ref().map(auth_of), get),
+                    |credential| {
+                        let auth = credential.as_ref().map(auth_of);
+                        self.attempt(upstream, auth, get, answered_404)
+                    },
                 )
                 .await
             }
@@ -331,15 +398,24 @@ impl Broker {
         providers: &NodeProviders,
         secrets: Vec<Credential>,
         name: &BrokeredName,
-        upstream: &Reference,
-        get: bool,
-        deadline: Deadline,
+        trying: &Trying<'_>,
     ) -> credential_loop::Lookup {
+        let Trying {
+            upstream,
+            get,
+            deadline,
+            answered_404,
+        } = *trying;
         let timeout = self.limits.lookup_timeout;
         let mut before = Vec::new();
         if !secrets.is_empty() {
             let first = credential_loop::run(secrets, deadline, timeout, |credential| {
-                self.attempt(upstream, credential.as_ref().map(auth_of), get)
+                self.attempt(
+                    upstream,
+                    credential.as_ref().map(auth_of),
+                    get,
+                    answered_404,
+                )
             })
             .await;
             if matches!(first.outcome, Outcome::Found { .. }) || !first.complete {
@@ -347,6 +423,46 @@ impl Broker {
             }
             before = first.attempts;
         }
+        let mut tries = self.plugin_tries(providers, name, deadline).await;
+        let credential_given = tries.iter().any(|t| matches!(t, Try::Credential(_)));
+        if before.is_empty() && !credential_given {
+            tries.push(Try::Credential(None));
+        }
+        if tries.is_empty() {
+            return credential_loop::Lookup {
+                outcome: credential_loop::conclude(&before, true),
+                attempts: before,
+                complete: true,
+            };
+        }
+        let second = credential_loop::run(tries, deadline, timeout, |t| async move {
+            match t {
+                Some(Try::Failed(reason)) => Attempt::Failed(Unanswered::Indefinite(reason)),
+                Some(Try::Credential(c)) => {
+                    let auth = c.as_ref().map(auth_of);
+                    self.attempt(upstream, auth, get, answered_404).await
+                }
+                None => self.attempt(upstream, None, get, answered_404).await,
+            }
+        })
+        .await;
+        before.extend(second.attempts);
+        credential_loop::Lookup {
+            outcome: credential_loop::conclude(&before, second.complete),
+            attempts: before,
+            complete: second.complete,
+        }
+    }
+
+    /// What the node's plugins covering `name`'s image give: a try with each credential, or
+    /// a failure.
+    async fn plugin_tries(
+        &self,
+        providers: &NodeProviders,
+        name: &BrokeredName,
+        deadline: Deadline,
+    ) -> Vec<Try> {
+        let timeout = self.limits.lookup_timeout;
         let image = format!("{}/{}", name.registry, name.repository);
         let question = Question {
             namespace: &name.namespace,
@@ -363,40 +479,13 @@ impl Broker {
                         timeout.as_millis()
                     ))]
                 });
-        let mut tries: Vec<Try> = given
+        given
             .into_iter()
             .map(|g| match g {
                 Given::Credential(c) => Try::Credential(Some(c)),
                 Given::Failed(reason) => Try::Failed(reason),
             })
-            .collect();
-        let credential_given = tries.iter().any(|t| matches!(t, Try::Credential(_)));
-        if before.is_empty() && !credential_given {
-            tries.push(Try::Credential(None));
-        }
-        if tries.is_empty() {
-            return credential_loop::Lookup {
-                outcome: credential_loop::conclude(&before, true),
-                attempts: before,
-                complete: true,
-            };
-        }
-        let second = credential_loop::run(tries, deadline, timeout, |t| async move {
-            match t {
-                Some(Try::Failed(reason)) => Attempt::Failed(Unanswered::Indefinite(reason)),
-                Some(Try::Credential(c)) => {
-                    self.attempt(upstream, c.as_ref().map(auth_of), get).await
-                }
-                None => self.attempt(upstream, None, get).await,
-            }
-        })
-        .await;
-        before.extend(second.attempts);
-        credential_loop::Lookup {
-            outcome: credential_loop::conclude(&before, second.complete),
-            attempts: before,
-            complete: second.complete,
-        }
+            .collect()
     }
 
     /// Whether `name` spends nothing of its namespace: no pull secret named and no plugin
@@ -467,19 +556,31 @@ impl Broker {
         }
     }
 
-    /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out.
+    /// One attempt with one credential (`None`: anonymous), bounded by the attempt time-out;
+    /// the credential of the first 404 is noted in `answered_404`.
     async fn attempt(
         &self,
         reference: &Reference,
         auth: Option<RegistryAuth>,
         get: bool,
+        answered_404: &Answered404,
     ) -> Attempt {
         let auth = auth.unwrap_or(RegistryAuth::Anonymous);
+        let attempt = self.attempt_with(reference, &auth, get).await;
+        if matches!(attempt, Attempt::NotFound { .. }) {
+            if let Ok(mut first) = answered_404.lock() {
+                first.get_or_insert(auth);
+            }
+        }
+        attempt
+    }
+
+    async fn attempt_with(&self, reference: &Reference, auth: &RegistryAuth, get: bool) -> Attempt {
         let slot = UrlSlot::default();
         let work = async {
             if get {
                 self.pool
-                    .manifest_raw(reference, &auth, MANIFEST_MEDIA_TYPES, &slot)
+                    .manifest_raw(reference, auth, MANIFEST_MEDIA_TYPES, &slot)
                     .await
                     .map(|(body, digest)| Found {
                         manifest: Some(Manifest::new(body)),
@@ -487,7 +588,7 @@ impl Broker {
                     })
             } else {
                 self.pool
-                    .manifest_digest(reference, &auth, &slot)
+                    .manifest_digest(reference, auth, &slot)
                     .await
                     .map(|digest| Found {
                         digest,
@@ -503,6 +604,26 @@ impl Broker {
                 within: self.limits.attempt_timeout,
                 lookup_deadline: false,
             }),
+        }
+    }
+}
+
+/// The credential loop's settings for one lookup, beyond its credentials.
+#[derive(Clone, Copy)]
+struct Trying<'a> {
+    upstream: &'a Reference,
+    get: bool,
+    deadline: Deadline,
+    answered_404: &'a Answered404,
+}
+
+/// The real image, with the tag or digest asked.
+fn upstream_of(name: &BrokeredName, reference: &ManifestReference) -> Reference {
+    let (registry, repository) = (name.registry.clone(), name.repository.clone());
+    match reference {
+        ManifestReference::Tag(tag) => Reference::with_tag(registry, repository, tag.clone()),
+        ManifestReference::Digest(digest) => {
+            Reference::with_digest(registry, repository, digest.clone())
         }
     }
 }
@@ -533,13 +654,14 @@ fn outcome_answer(
     name: &BrokeredName,
     asked_providers: bool,
     line: &mut LogLine,
+    suggested: &[String],
 ) -> Answer {
     match outcome {
         Outcome::Found { index, found } => {
             line.served_by = Some(index);
             found_answer(found)
         }
-        Outcome::NotFound { envelope } => not_found_answer(envelope),
+        Outcome::NotFound { envelope } => not_found_answer(envelope, suggested),
         Outcome::Unauthorized => Answer::error(
             403,
             "DENIED",
@@ -566,33 +688,56 @@ fn outcome_answer(
 
 /// A 404 with the registry's not-found errors only: any other error of its envelope (a
 /// `DENIED` with words of the registry's choosing) is left out, so that what the policy reads
-/// as the broker's own words can only be the broker's.
-fn not_found_answer(envelope: Option<String>) -> Answer {
+/// as the broker's own words can only be the broker's. The `suggested` tags follow the first
+/// error's message (broker_reference::suggested_tags), after any list the registry wrote
+/// itself is taken out of every message.
+fn not_found_answer(envelope: Option<String>, suggested: &[String]) -> Answer {
     const NOT_FOUND_CODES: [&str; 3] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN", "NOT_FOUND"];
-    let kept = envelope
+    let kept: Vec<serde_json::Value> = envelope
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|envelope| {
-            let errors: Vec<serde_json::Value> = envelope
-                .get("errors")?
-                .as_array()?
-                .iter()
-                .filter(|e| {
-                    e.get("code")
-                        .and_then(|c| c.as_str())
-                        .is_some_and(|c| NOT_FOUND_CODES.contains(&c))
-                })
-                .cloned()
-                .collect();
-            (!errors.is_empty()).then(|| json!({"errors": errors}).to_string())
-        });
-    let body = kept.unwrap_or_else(|| {
-        json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
-            .to_string()
-    });
+            let errors = envelope.get("errors")?.as_array()?;
+            Some(
+                errors
+                    .iter()
+                    .filter(|e| {
+                        e.get("code")
+                            .and_then(|c| c.as_str())
+                            .is_some_and(|c| NOT_FOUND_CODES.contains(&c))
+                    })
+                    .cloned()
+                    .collect(),
+            )
+        })
+        .unwrap_or_default();
+    let mut errors = if kept.is_empty() {
+        vec![json!({"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null})]
+    } else {
+        kept
+    };
+    suggest_in(&mut errors, suggested);
     Answer {
         status: 404,
         headers: vec![("Content-Type", "application/json".into())],
-        body: body.into_bytes(),
+        body: json!({ "errors": errors }).to_string().into_bytes(),
+    }
+}
+
+/// `errors` with no tag list but the broker's: every message without the lists it holds, the
+/// first followed by `suggested`'s.
+fn suggest_in(errors: &mut [serde_json::Value], suggested: &[String]) {
+    for (i, error) in errors.iter_mut().enumerate() {
+        let message = error
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or_default();
+        let (_, mut message) = broker_reference::suggested_tags::read(message);
+        if i == 0 {
+            message.push_str(&broker_reference::suggested_tags::mark(suggested));
+        }
+        if let Some(object) = error.as_object_mut() {
+            object.insert("message".into(), serde_json::Value::String(message));
+        }
     }
 }
 
@@ -645,6 +790,7 @@ fn log(line: &LogLine, took: Duration) {
         servedBy = line.served_by.map(|n| n as u64),
         skippedSecrets = logs::json_list(&line.skipped).as_str(),
         reason = line.reason.as_deref(),
+        suggestedTags = line.suggested.map(|n| n as u64),
         ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
     );
 }
@@ -674,6 +820,7 @@ mod tests {
             served_by: Some(1),
             skipped: vec!["secret/gone".into()],
             reason: None,
+            suggested: None,
         };
         let lines = capture::lines(|| log(&line, Duration::from_millis(42)));
         assert_eq!(lines.len(), 1, "{lines:?}");
@@ -698,6 +845,18 @@ mod tests {
     }
 
     #[test]
+    fn a_404_carries_the_brokers_suggestions_only() {
+        let registry = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"gone (nearest tags: evil)"},{"code":"NAME_UNKNOWN","message":"x (nearest tags: evil2)"}]}"#;
+        let answer = not_found_answer(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+        assert_eq!(body["errors"][0]["message"], "gone (nearest tags: v1.2.3)");
+        assert_eq!(body["errors"][1]["message"], "x");
+        let none = not_found_answer(None, &[]);
+        let body: serde_json::Value = serde_json::from_slice(&none.body).expect("JSON");
+        assert_eq!(body["errors"][0]["message"], "manifest unknown");
+    }
+
+    #[test]
     fn a_lookup_not_decoded_has_no_credentials_matched_nor_served_by() {
         let line = LogLine {
             method: "GET",
@@ -710,6 +869,7 @@ mod tests {
             served_by: None,
             skipped: Vec::new(),
             reason: None,
+            suggested: None,
         };
         let lines = capture::lines(|| log(&line, Duration::ZERO));
         let l = &lines[0];

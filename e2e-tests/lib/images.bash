@@ -180,3 +180,18 @@ build_index_for() {
   oci_write_layout "$layout" application/vnd.oci.image.index.v1+json "$index" latest
   printf 'oci:%s:latest\n' "$layout"
 }
+
+# tags_in_storage REGISTRY REPO TAG COUNT: COUNT more tags of REPO (TAG's last number
+# counting up: 1.0.1, 1.0.2, ...) naming TAG's manifest, written into the registry's storage
+# as docker-registry writes a tag: pushing 2,000 tags with skopeo takes minutes.
+tags_in_storage() {
+  local tags
+  tags="$(e2e_workdir)/registries/$1/data/docker/registry/v2/repositories/$2/_manifests/tags"
+  python3 - "$tags" "$3" "$4" <<'EOF'
+import shutil, sys
+tags, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+line = tag.rsplit(".", 1)[0]
+for i in range(1, count + 1):
+    shutil.copytree(f"{tags}/{tag}", f"{tags}/{line}.{i}")
+EOF
+}

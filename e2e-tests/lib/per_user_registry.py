@@ -26,6 +26,10 @@ CONFIG.json:
     "anonymous": {"sees": [], "otherwise": 401}       # optional; this is the default
   }
 
+A user's optional "tags" says what its tag listings get instead of the tags it sees: a status
+(403, 401, ...: the refusal below) or "hang"; its "extra_tags" are listed after them as
+they are, valid tag names or not (a registry that lists what a reference cannot name).
+
 A manifest request (HEAD or GET /v2/REPO/manifests/TAG-OR-DIGEST) or a blob request is
 answered, for the caller (HTTP Basic user, or anonymous without an Authorization header):
   - wrong password or unknown user: 401 UNAUTHORIZED with a Basic challenge;
@@ -127,10 +131,11 @@ class Registry:
 
     @staticmethod
     def check_rules(who, rules):
-        otherwise = rules.get("otherwise", 404)
-        if otherwise != "hang" and otherwise not in (401, 403, 404, 429) and not (
-                isinstance(otherwise, int) and 500 <= otherwise <= 599):
-            raise SystemExit(f"per_user_registry: {who}: unknown 'otherwise' {otherwise!r}")
+        for key in ("otherwise", "tags"):
+            value = rules.get(key, 404)
+            if value != "hang" and value not in (401, 403, 404, 429) and not (
+                    isinstance(value, int) and 500 <= value <= 599):
+                raise SystemExit(f"per_user_registry: {who}: unknown {key!r} {value!r}")
 
     def caller(self, header):
         """(name, rules) of the caller; rules None when the credentials are wrong."""
@@ -161,7 +166,10 @@ class Registry:
                          if name.split(":", 1)[0] == repo
                          and self.sees(rules, repo, name.split(":", 1)[1]))
         if visible or self.sees(rules, repo, None):
-            return 200, json.dumps({"name": repo, "tags": visible}).encode(), [], None
+            if "tags" in rules:
+                return refusal(rules["tags"])
+            listed = visible + list(rules.get("extra_tags", []))
+            return 200, json.dumps({"name": repo, "tags": listed}).encode(), [], None
         return refusal(rules.get("otherwise", 404))
 
     def lookup(self, rules, repo, kind, ref):
@@ -185,8 +193,10 @@ class Registry:
                     return 200, image["blobs"][ref], [
                         ("Content-Type", "application/octet-stream"), ("Docker-Content-Digest", ref)], None
         if repo_visible:
-            code = "MANIFEST_UNKNOWN" if kind == "manifests" else "BLOB_UNKNOWN"
-            return 404, error_body(code, "unknown to registry"), [], code
+            # distribution's own words for each
+            code, message = (("MANIFEST_UNKNOWN", "manifest unknown") if kind == "manifests"
+                             else ("BLOB_UNKNOWN", "blob unknown to registry"))
+            return 404, error_body(code, message), [], code
         return refusal(rules.get("otherwise", 404))
 
 

@@ -1,12 +1,12 @@
 //! Warnings held to the [`WARNING_MAX`] bytes Kubernetes keeps of each, built so that what the
 //! user must know survives the cut: the failure, the action that let it through and the
 //! failure's documented cause are kept whole, while the names around them (container, image,
-//! registry) and the lists after the cause (nodes, locations, suggestions) shrink first. The
-//! whole text goes to the audit annotation ([`super::WARNINGS_ANNOTATION`]) when a warning is cut.
+//! registry) and the lists after the cause (nodes, locations) shrink first; an absent image's
+//! tag suggestions (at most three short names) stay whole beside the reason. The whole text
+//! goes to the audit annotation ([`super::WARNINGS_ANNOTATION`]) when a warning is cut.
 //!
 //! [`fit`] is the rule for any bounded message: give it the parts in the order they are read,
-//! the ones that must stay whole as [`Part::Whole`]. Text another change adds to a warning
-//! (tag suggestions of an absent image, say) belongs after the cause, in the detail's rest.
+//! the ones that must stay whole as [`Part::Whole`].
 
 use crate::plan::finding::{Finding, WARNING_MAX};
 use crate::vocabulary::text::truncate;
@@ -108,6 +108,7 @@ impl Warning {
     pub(super) fn of(finding: &Finding) -> Self {
         let subject = finding.subject(80);
         let (label, place) = finding.reason_parts();
+        let suggestions = finding.suggestions();
         let allowed = format!(
             "; allowed (actions.{}: warn): ",
             finding.failure.kind.setting_key()
@@ -131,6 +132,7 @@ impl Warning {
                 text: &place,
                 rank: 1,
             },
+            Part::Whole(&suggestions),
             Part::Whole(&allowed),
             Part::Whole(cause),
             Part::Shrink {
@@ -139,10 +141,18 @@ impl Warning {
                 rank: 0,
             },
         ];
-        let whole_len: usize = [&subject, label, &place, &allowed, cause, &rest]
-            .iter()
-            .map(|part| part.len())
-            .sum::<usize>()
+        let whole_len: usize = [
+            &subject,
+            label,
+            &place,
+            &suggestions,
+            &allowed,
+            cause,
+            &rest,
+        ]
+        .iter()
+        .map(|part| part.len())
+        .sum::<usize>()
             + 2;
         Warning {
             text: fit(&parts, WARNING_MAX),

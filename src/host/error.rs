@@ -125,6 +125,11 @@ impl HostError {
         }
     }
 
+    /// The host's text, whole.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// What the error means.
     pub fn kind(&self) -> HostErrorKind {
         self.kind

@@ -232,6 +232,26 @@ impl BrokerRoutes {
     /// holds another key, has another name, or its clock says the seal expired): nothing was
     /// learnt about the image.
     pub fn explain(&self, error: &HostError, brokered: &str, location: &ImageReference) -> Failure {
+        // the broker's tag suggestions, out of the text every message below quotes
+        let (suggestions, text) = broker_reference::suggested_tags::read(error.text());
+        let mut failure = if text == error.text() {
+            self.explain_error(error, brokered, location)
+        } else {
+            self.explain_error(&HostError::lookup(text), brokered, location)
+        };
+        if failure.kind == FailureKind::Absent {
+            failure.suggestions = suggestions;
+        }
+        failure
+    }
+
+    /// [`BrokerRoutes::explain`] of an error without suggestions.
+    fn explain_error(
+        &self,
+        error: &HostError,
+        brokered: &str,
+        location: &ImageReference,
+    ) -> Failure {
         let registry = location.registry();
         let malformed = error
             .denied_words()

@@ -351,7 +351,16 @@ pub fn chain_result<'c>(
         })
         .collect::<Vec<_>>()
         .join("; ");
-    Err(Failure::new(kind, detail))
+    // the message names the image's own registry: its suggestions, when it is the one primary
+    let mut primaries = failures.iter().filter(|(location, _)| !location.is_mirror);
+    let suggestions = match (kind, primaries.next(), primaries.next()) {
+        (FailureKind::Absent, Some((_, primary)), None) => primary.suggestions.clone(),
+        _ => Vec::new(),
+    };
+    Err(Failure {
+        suggestions,
+        ..Failure::new(kind, detail)
+    })
 }
 
 #[cfg(test)]
@@ -415,6 +424,36 @@ mod tests {
             FailureKind::Unreachable,
             "an unreachable mirror might have had it"
         );
+    }
+
+    #[test]
+    fn an_absent_chain_suggests_the_tags_of_its_primary_only() {
+        let chain = [location("m.local/a:1", true), location("r.io/a:1", false)];
+        let suggesting = |tag: &str| Failure {
+            suggestions: vec![tag.to_owned()],
+            ..Failure::new(FailureKind::Absent, "manifest unknown")
+        };
+        let absent = |r: &ImageReference| {
+            Err(suggesting(if r.registry() == "m.local" {
+                "mirror-tag"
+            } else {
+                "1.0"
+            }))
+        };
+        let Err(failure) = chain_result(&chain, absent) else {
+            panic!("expected a failure");
+        };
+        assert_eq!(failure.suggestions, ["1.0"]);
+        let Err(uncertain) = chain_result(&chain, |r| {
+            if r.registry() == "m.local" {
+                failed(FailureKind::Unreachable, "connection refused")
+            } else {
+                Err(suggesting("1.0"))
+            }
+        }) else {
+            panic!("expected a failure");
+        };
+        assert!(uncertain.suggestions.is_empty(), "{uncertain:?}");
     }
 
     #[test]

@@ -32,6 +32,22 @@ pub enum AlsoAsked {
     },
 }
 
+/// `did you mean 1.25.5, 1.25.4 or 1.25-alpine?` for an absent image the lookup broker
+/// suggested tags for (at most three, each a valid tag: `broker_reference::suggested_tags`).
+fn did_you_mean(failure: &Failure) -> Option<String> {
+    let tags = &failure.suggestions;
+    if failure.kind != FailureKind::Absent || tags.is_empty() {
+        return None;
+    }
+    let kept = &tags[..tags.len().min(broker_reference::suggested_tags::MAX_TAGS)];
+    let listed = match kept {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        [] => return None,
+    };
+    Some(format!("did you mean {listed}?"))
+}
+
 /// What a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
@@ -113,10 +129,18 @@ impl Finding {
         }
     }
 
-    /// `not found on registry docker.io` / `invalid image reference`
+    /// `not found on registry docker.io (did you mean 1.25.5 or 1.25-alpine?)` / `invalid
+    /// image reference`: the suggestions right after the verdict, where a warning's first 256
+    /// characters keep them.
     pub(crate) fn reason(&self) -> String {
         let (label, place) = self.reason_parts();
-        format!("{label}{place}")
+        format!("{label}{place}{}", self.suggestions())
+    }
+
+    /// ` (did you mean 1.25.5 or 1.25-alpine?)`, or empty: the tags the lookup broker found
+    /// nearest the one asked, which a warning keeps whole.
+    pub(crate) fn suggestions(&self) -> String {
+        did_you_mean(&self.failure).map_or_else(String::new, |phrase| format!(" ({phrase})"))
     }
 
     /// The reason's label (`not found`) and where it was observed (` on registry docker.io`,

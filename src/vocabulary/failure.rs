@@ -20,6 +20,9 @@ pub struct Failure {
     /// How many leading bytes of `detail` are its cause, the sentence a warning keeps whole
     /// while it cuts what follows (lists of nodes, locations, registries); 0 when none is.
     pub cause_len: usize,
+    /// The tags of the repository nearest the one asked, which the lookup broker read for an
+    /// [`FailureKind::Absent`] (valid tags only, nearest first); messages name them.
+    pub suggestions: Vec<String>,
 }
 
 impl Failure {
@@ -30,6 +33,7 @@ impl Failure {
             detail: detail.into(),
             observed: Observed::AsKind,
             cause_len: 0,
+            suggestions: Vec::new(),
         }
     }
 

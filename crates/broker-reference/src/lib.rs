@@ -35,6 +35,8 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+pub mod suggested_tags;
+
 /// The first component of every encoded name: the version of this encoding.
 pub const VERSION: &str = "r3";
 /// The seal's length in hex digits: 128 bits of the HMAC, as in HMAC-SHA256-128 (RFC 4868).
@@ -637,7 +639,8 @@ fn is_repository(repository: &str) -> bool {
     !repository.is_empty() && repository.split('/').all(is_path_component)
 }
 
-fn is_tag(tag: &str) -> bool {
+/// True when `tag` has the reference grammar's tag form (`[\w][\w.-]{0,127}`).
+pub fn is_tag(tag: &str) -> bool {
     let bytes = tag.as_bytes();
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
     !bytes.is_empty()

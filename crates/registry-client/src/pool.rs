@@ -39,6 +39,9 @@ use super::credential_loop::one_line;
 use super::sources::{Certificate, Sources};
 use super::{manifest_url, RegistryError};
 
+mod tags;
+pub use tags::{TagLimits, TagListError};
+
 /// What oci-client sends as `Accept` for a manifest.
 pub const MANIFEST_MEDIA_TYPES: &[&str] = &[
     IMAGE_MANIFEST_MEDIA_TYPE,
@@ -216,6 +219,14 @@ fn redirect_keeps_origin(from: &reqwest::Url, to: &reqwest::Url) -> bool {
         && from.port_or_known_default() == to.port_or_known_default()
 }
 
+/// What a request asks for in a repository: its manifest, or another path under
+/// `/v2/<repository>/` (with its query).
+#[derive(Clone, Copy)]
+enum Target<'p> {
+    Manifest,
+    Path(&'p str),
+}
+
 /// The registry client shared by every lookup of the process.
 pub struct Pool {
     sources: Sources,
@@ -377,6 +388,20 @@ impl Pool {
         accept: &[&str],
         slot: &UrlSlot,
     ) -> Result<(Session<'_>, reqwest::Response), RegistryError> {
+        self.open_at(reference, Target::Manifest, auth, method, accept, slot)
+            .await
+    }
+
+    /// [`Pool::open`] for `target` of the reference's repository.
+    async fn open_at(
+        &self,
+        reference: &Reference,
+        target: Target<'_>,
+        auth: &RegistryAuth,
+        method: Method,
+        accept: &[&str],
+        slot: &UrlSlot,
+    ) -> Result<(Session<'_>, reqwest::Response), RegistryError> {
         let host = reference.resolve_registry();
         let state = self.registry(host);
         let all = self.protocols(host);
@@ -387,7 +412,14 @@ impl Pool {
         };
         let mut last = None;
         for &protocol in candidates {
-            let url = manifest_url(protocol.scheme(), reference);
+            let url = match target {
+                Target::Manifest => manifest_url(protocol.scheme(), reference),
+                Target::Path(path) => format!(
+                    "{}://{host}/v2/{}/{path}",
+                    protocol.scheme(),
+                    reference.repository()
+                ),
+            };
             if let Ok(mut s) = slot.lock() {
                 s.clone_from(&url);
             }
