@@ -30,7 +30,6 @@ use registry_client::pool::{Pool, PoolOptions};
 use registry_client::sources::Sources;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{ApiServer, Cluster};
 use crate::destinations::{AllowedRegistry, Destinations, Network};
@@ -39,6 +38,7 @@ use crate::metrics::Metrics;
 use crate::server::Connections;
 use crate::service::{Broker, Limits, Parts};
 use crate::tenancy::Tenancy;
+use crate::tls::ReloadingCertificate;
 
 /// The broker's command line; every option also reads an environment variable.
 #[derive(Parser, Debug)]
@@ -155,11 +155,11 @@ struct Args {
     /// How long Secrets and ServiceAccounts are cached (s).
     #[arg(long, env = "BROKER_CACHE_SECONDS", default_value_t = 10)]
     cache_seconds: u64,
-    /// How often the keys and caller credentials are read again (s).
+    /// How often the keys, caller credentials and TLS certificate are read again (s).
     #[arg(long, env = "BROKER_RELOAD_SECONDS", default_value_t = 10)]
     reload_seconds: u64,
-    /// How long reading the keys or caller credentials again may fail (the old ones kept)
-    /// before `/readyz` answers 503, until a reading succeeds (s).
+    /// How long reading the keys, caller credentials or certificate again may fail (the old
+    /// ones kept) before `/readyz` answers 503, until a reading succeeds (s).
     #[arg(long, env = "BROKER_RELOAD_FAILURE_SECONDS", default_value_t = 60)]
     reload_failure_seconds: u64,
     /// Connections the distribution API serves at once; past it, new ones wait in the
@@ -232,13 +232,24 @@ impl Args {
         ))
     }
 
-    /// TLS for the distribution API; plain HTTP only on loopback.
-    fn tls(&self) -> Result<Option<TlsAcceptor>, StartupError> {
+    /// The TLS certificate of the distribution API, its failed reloads counted in `metrics`;
+    /// `None` for plain HTTP, allowed only on loopback.
+    fn certificate(
+        &self,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Option<Arc<ReloadingCertificate>>, StartupError> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Ok(Some(server::tls_acceptor(cert, key)?)),
+            (Some(cert), Some(key)) => Ok(Some(Arc::new(
+                ReloadingCertificate::new(cert, key)?.reloading(self.reload(), metrics.clone()),
+            ))),
             _ if server::plain_http_allowed(&self.listen) => Ok(None),
             _ => Err(StartupError::PlainHttp),
         }
+    }
+
+    /// How often the keys, caller credentials and certificate are read again.
+    fn reload(&self) -> Duration {
+        Duration::from_secs(self.reload_seconds.max(1))
     }
 
     fn limits(&self) -> Limits {
@@ -283,7 +294,7 @@ impl Args {
 
     /// The broker these options describe.
     async fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
-        let reload = Duration::from_secs(self.reload_seconds.max(1));
+        let reload = self.reload();
         metrics.set_reload_grace(Duration::from_secs(self.reload_failure_seconds));
         let caller = caller::Caller::from_dir(&self.caller_dir)?.reloading(reload, metrics.clone());
         let keys = keys::Keys::from_dir(&self.key_dir)?.reloading(reload, metrics.clone());
@@ -333,7 +344,8 @@ async fn run(args: Args) -> Result<(), StartupError> {
     let mut signals = Signals::new()?;
     let metrics = Arc::new(Metrics::default());
     let broker = Arc::new(args.broker(metrics.clone()).await?);
-    let tls = args.tls()?;
+    let certificate = args.certificate(&metrics)?;
+    let tls = certificate.clone().map(server::tls_acceptor);
     let (listener, address) = bind(args.listen).await?;
     let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;
     tracing::info!(
@@ -352,10 +364,7 @@ async fn run(args: Args) -> Result<(), StartupError> {
         metrics.clone(),
         probes,
     ));
-    tokio::spawn(reload(
-        broker.clone(),
-        Duration::from_secs(args.reload_seconds.max(1)),
-    ));
+    tokio::spawn(reload(broker.clone(), certificate, args.reload()));
     metrics.set_ready();
     signals.next().await;
     metrics.set_not_ready();
@@ -368,14 +377,22 @@ async fn run(args: Args) -> Result<(), StartupError> {
     Ok(())
 }
 
-/// Reads the keys and caller credentials again every `every` whether lookups come or not, so
-/// that a failed reading turns `/readyz` false on time (crate::metrics).
-async fn reload(broker: Arc<Broker>, every: Duration) {
+/// Reads the keys, caller credentials and certificate again every `every` whether lookups
+/// and handshakes come or not, so that a failed reading turns `/readyz` false on time
+/// (crate::metrics).
+async fn reload(
+    broker: Arc<Broker>,
+    certificate: Option<Arc<ReloadingCertificate>>,
+    every: Duration,
+) {
     let mut ticks = tokio::time::interval(every);
     loop {
         ticks.tick().await;
         broker.keys.current();
         broker.caller.refresh();
+        if let Some(certificate) = &certificate {
+            certificate.current();
+        }
     }
 }
 
