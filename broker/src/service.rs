@@ -505,7 +505,6 @@ fn found_answer(found: Found) -> Answer {
     }
 }
 
-/// A 404 with the registry's own envelope, else a `MANIFEST_UNKNOWN` one.
 /// The answer a lookup's outcome gets, its details written to the log line.
 fn outcome_answer(
     outcome: Outcome,
@@ -543,37 +542,37 @@ fn outcome_answer(
     }
 }
 
-/// A 404 with the registry's not-found errors only: any other error of its envelope (a
-/// `DENIED` with words of the registry's choosing) is left out, so that what the policy reads
-/// as the broker's own words can only be the broker's.
+/// A 404 in the broker's own words: the OCI code of the registry's first not-found error
+/// (`MANIFEST_UNKNOWN` when it gave none), never its `message` or `detail`, which a registry a
+/// Pod author chose can fill with anything (a lure, or words that read as the broker's).
 fn not_found_answer(envelope: Option<String>) -> Answer {
-    const NOT_FOUND_CODES: [&str; 3] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN", "NOT_FOUND"];
-    let kept = envelope
+    let code = envelope
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|envelope| {
-            let errors: Vec<serde_json::Value> = envelope
+            envelope
                 .get("errors")?
                 .as_array()?
                 .iter()
-                .filter(|e| {
-                    e.get("code")
-                        .and_then(|c| c.as_str())
-                        .is_some_and(|c| NOT_FOUND_CODES.contains(&c))
-                })
-                .cloned()
-                .collect();
-            (!errors.is_empty()).then(|| json!({"errors": errors}).to_string())
-        });
-    let body = kept.unwrap_or_else(|| {
-        json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]})
-            .to_string()
-    });
+                .filter_map(|e| e.get("code")?.as_str())
+                .find_map(|code| NOT_FOUND.iter().find(|(known, _)| *known == code))
+                .copied()
+        })
+        .unwrap_or(NOT_FOUND[0]);
+    let body = json!({"errors": [{"code": code.0, "message": code.1, "detail": null}]});
     Answer {
         status: 404,
         headers: vec![("Content-Type", "application/json".into())],
-        body: body.into_bytes(),
+        body: body.to_string().into_bytes(),
     }
 }
+
+/// The not-found codes a 404 keeps, each with the broker's fixed words for it: words the
+/// policy reads as "absent" (`src/host/error.rs`), since clients show the message alone.
+const NOT_FOUND: [(&str, &str); 3] = [
+    ("MANIFEST_UNKNOWN", "manifest unknown"),
+    ("NAME_UNKNOWN", "repository name not known to registry"),
+    ("NOT_FOUND", "image manifest not found"),
+];
 
 /// The registry client's authorization for a keyring credential: a registry token as a
 /// bearer token, else username and password.
@@ -674,6 +673,33 @@ mod tests {
         assert_eq!(skipped, ["secret/gone"]);
         // no reason, no key
         assert!(l.get("reason").is_none(), "{l}");
+    }
+
+    /// A registry's 404 reaches the caller as its code with the broker's words: its message
+    /// and detail (here a secret-looking string) never do, nor an error of another code.
+    #[test]
+    fn a_404_keeps_the_code_never_the_registrys_words() {
+        let body = |envelope: Option<&str>| {
+            let answer = not_found_answer(envelope.map(str::to_owned));
+            assert_eq!(answer.status, 404);
+            let text = String::from_utf8(answer.body).expect("UTF-8");
+            assert!(!text.contains("s3cr3t"), "{text}");
+            serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
+        };
+        let lure = r#"{"errors": [{"code": "DENIED", "message": "denied: s3cr3t-Lure"}, {"code": "NAME_UNKNOWN", "message": "token=s3cr3t-Lure", "detail": {"password": "s3cr3t-Lure"}}]}"#;
+        assert_eq!(
+            body(Some(lure)),
+            json!({"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry", "detail": null}]})
+        );
+        let fallback = json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]});
+        let odd = [
+            None,
+            Some("not JSON s3cr3t-Lure"),
+            Some(r#"{"errors": [{"code": "s3cr3t-Lure"}]}"#),
+        ];
+        for envelope in odd {
+            assert_eq!(body(envelope), fallback, "{envelope:?}");
+        }
     }
 
     #[test]
