@@ -145,6 +145,15 @@ struct Args {
     /// --max-per-registry, rounded up), so that one namespace cannot take a registry's slots.
     #[arg(long, env = "BROKER_MAX_PER_NAMESPACE")]
     max_per_namespace: Option<usize>,
+    /// Lookups in flight in the whole broker for one namespace, whatever registries it names
+    /// (default: half of --max-concurrent, rounded up).
+    #[arg(long, env = "BROKER_MAX_CONCURRENT_PER_NAMESPACE")]
+    max_concurrent_per_namespace: Option<usize>,
+    /// Registries silent for one namespace at once (each within --silent-backoff-seconds of a
+    /// time-out) before its lookups of registries that have not answered it are answered 503
+    /// at once: rotating made-up host names cannot evade the back-off.
+    #[arg(long, env = "BROKER_MAX_SILENT_REGISTRIES", default_value_t = 4)]
+    max_silent_registries: usize,
     /// Registries whose state is kept at once.
     #[arg(long, env = "BROKER_MAX_REGISTRIES", default_value_t = 1024)]
     max_registries: usize,
@@ -261,6 +270,10 @@ impl Args {
             max_per_namespace: self
                 .max_per_namespace
                 .unwrap_or_else(|| gates::default_share(self.max_per_registry)),
+            max_concurrent_per_namespace: self
+                .max_concurrent_per_namespace
+                .unwrap_or_else(|| gates::default_share(self.max_concurrent)),
+            max_silent_per_namespace: self.max_silent_registries.max(1),
             max_registries: self.max_registries.max(1),
             silent_backoff: Duration::from_secs(self.silent_backoff_seconds),
         }

@@ -9,10 +9,12 @@ use broker_reference::{
     BrokeredName, Credentials, ManifestReference, Unsealing, MALFORMED_PULL_SECRET,
 };
 use kubelet_credentials::Credential;
+use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
 use registry_client::credential_loop::{self, Attempt, Found, Manifest, Outcome, Unanswered};
 use registry_client::pool::{Pool, UrlSlot, MANIFEST_MEDIA_TYPES};
+use registry_client::RegistryError;
 use serde_json::json;
 use tokio::time::Instant as Deadline;
 
@@ -43,6 +45,12 @@ pub struct Limits {
     /// Lookups in flight to one registry for one namespace, so one tenant cannot take every
     /// slot of a registry (crate::gates).
     pub max_per_namespace: usize,
+    /// Lookups in flight in the whole broker for one namespace, whatever registries it names.
+    pub max_concurrent_per_namespace: usize,
+    /// Registries silent for one namespace at once before its lookups of registries that have
+    /// not answered it are answered at once: rotating made-up host names cannot evade the
+    /// back-off (crate::gates).
+    pub max_silent_per_namespace: usize,
     /// Registries whose state (limits, protocol, challenges) is kept at once.
     pub max_registries: usize,
     /// After a registry let an attempt of a namespace's lookup time out, how long that
@@ -121,6 +129,8 @@ impl Broker {
             max_concurrent: limits.max_concurrent,
             max_per_registry: limits.max_per_registry,
             max_per_namespace: limits.max_per_namespace,
+            max_concurrent_per_namespace: limits.max_concurrent_per_namespace,
+            max_silent_per_namespace: limits.max_silent_per_namespace,
             max_registries: limits.max_registries,
         });
         Broker {
@@ -276,6 +286,8 @@ impl Broker {
             .await;
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
+        } else {
+            pass.answered();
         }
         line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
         for attempt in &lookup.attempts {
@@ -443,6 +455,11 @@ impl Broker {
                 registry: registry.to_owned(),
                 backoff: self.limits.silent_backoff,
             }),
+            Err(Closed::SilentRegistries) => Err(Unanswerable::SilentRegistries {
+                registry: registry.to_owned(),
+                limit: self.limits.max_silent_per_namespace,
+                backoff: self.limits.silent_backoff,
+            }),
         }
     }
 
@@ -475,8 +492,15 @@ impl Broker {
             }
         };
         // the lookup's deadline is the credential loop's (credential_loop::run)
+        let started = Instant::now();
         match tokio::time::timeout(self.limits.attempt_timeout, work).await {
             Ok(Ok(found)) => Attempt::Found(found),
+            // a host that never completes a connection (a black hole, a TLS handshake left
+            // hanging) is as silent as one that never answers: its own time-out ran out
+            Ok(Err(error)) if connect_timed_out(&error) => Attempt::Failed(Unanswered::NoAnswer {
+                within: started.elapsed(),
+                lookup_deadline: false,
+            }),
             Ok(Err(error)) => credential_loop::classify(&error),
             Err(_) => Attempt::Failed(Unanswered::NoAnswer {
                 within: self.limits.attempt_timeout,
@@ -484,6 +508,12 @@ impl Broker {
             }),
         }
     }
+}
+
+/// Whether `error` is the registry client's connect time-out (`--connect-timeout-ms`), which
+/// covers the TLS handshake.
+fn connect_timed_out(error: &RegistryError) -> bool {
+    matches!(error, RegistryError::Oci(OciDistributionError::RequestError(e)) if e.is_timeout())
 }
 
 fn found_answer(found: Found) -> Answer {
