@@ -17,6 +17,7 @@ mod server;
 mod service;
 mod tenancy;
 mod tls;
+mod token_binding;
 mod unanswerable;
 
 use std::net::SocketAddr;

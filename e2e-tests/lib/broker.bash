@@ -9,6 +9,7 @@
 #       tests' registries are on loopback, which the broker refuses by default: it is allowed
 #       unless --no-loopback-allowance)
 #   broker_namespace_yaml NAMESPACE [VALUE|-]   # a Namespace that opted in (or VALUE, - none)
+#   broker_token_binding_yaml NAMESPACE          # the Secret its minted tokens are bound to
 #       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
@@ -33,6 +34,14 @@ BROKER_KEY_SECRET='{"namespace": "kubewarden", "name": "broker-key"}'
 broker_key_secret_yaml() {
   printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: broker-key" \
     "  namespace: kubewarden" "type: Opaque" "data:" "  key: $(printf '%s' "$BROKER_KEY" | base64 -w0)"
+}
+
+# broker_token_binding_yaml NAMESPACE: the Secret the broker binds the ServiceAccount tokens it
+# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/token_binding.rs).
+broker_token_binding_yaml() {
+  printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" \
+    "  name: resolvable-images-broker-token-binding" "  namespace: $1" \
+    "  uid: 5d2c8e0a-e2e0-4f1b-8a6d-binding00001" "type: Opaque"
 }
 
 # broker_namespace_yaml NAMESPACE [VALUE|-]: a Namespace for the fake API server labelled
