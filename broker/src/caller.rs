@@ -83,15 +83,8 @@ impl Caller {
         };
         if let Some(dir) = &self.dir {
             if held.0.elapsed() >= self.every {
-                match read_dir(dir) {
-                    Ok(accepted) => {
-                        held.1 = Arc::new(accepted);
-                        self.metrics.reload_succeeded(Reloaded::Callers);
-                    }
-                    Err(error) => {
-                        tracing::warn!(msg = "reloadFailed", what = Reloaded::Callers.word(), error = %error, "keeping the caller credentials held");
-                        self.metrics.reload_failed(Reloaded::Callers);
-                    }
+                if let Some(accepted) = self.metrics.reloaded(Reloaded::Callers, read_dir(dir)) {
+                    held.1 = Arc::new(accepted);
                 }
                 held.0 = Instant::now();
             }

@@ -54,15 +54,9 @@ impl Keys {
         };
         if held.0.elapsed() >= self.every {
             // a directory caught mid-update, or emptied, keeps the keys already held
-            match read_dir(&self.dir) {
-                Ok(keys) => {
-                    held.1 = Arc::new(keys);
-                    self.metrics.reload_succeeded(Reloaded::Keys);
-                }
-                Err(error) => {
-                    tracing::warn!(msg = "reloadFailed", what = Reloaded::Keys.word(), error = %error, "keeping the keys held");
-                    self.metrics.reload_failed(Reloaded::Keys);
-                }
+            let read = read_dir(&self.dir);
+            if let Some(keys) = self.metrics.reloaded(Reloaded::Keys, read) {
+                held.1 = Arc::new(keys);
             }
             held.0 = Instant::now();
         }

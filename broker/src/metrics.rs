@@ -111,6 +111,27 @@ impl Metrics {
         }
     }
 
+    /// The value a reload of `what` read, counted as a success; or `None` when it failed,
+    /// which is logged (a `reloadFailed` warning with the error, which names the file, never
+    /// its content) and counted: the caller keeps what it held.
+    pub fn reloaded<T, E: std::fmt::Display>(
+        &self,
+        what: Reloaded,
+        read: Result<T, E>,
+    ) -> Option<T> {
+        match read {
+            Ok(value) => {
+                self.reload_succeeded(what);
+                Some(value)
+            }
+            Err(error) => {
+                tracing::warn!(msg = "reloadFailed", what = what.word(), error = %error, "keeping what was read before");
+                self.reload_failed(what);
+                None
+            }
+        }
+    }
+
     /// Counts a finished lookup.
     pub fn lookup(&self, outcome: &str, seconds: f64) {
         if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {

@@ -64,15 +64,9 @@ impl ReloadingCertificate {
     pub fn current(&self) -> Option<Arc<CertifiedKey>> {
         let mut held = self.held.lock().ok()?;
         if held.0.elapsed() >= self.every {
-            match load(&self.cert, &self.key) {
-                Ok(certified) => {
-                    held.1 = Arc::new(certified);
-                    self.metrics.reload_succeeded(Reloaded::Certificate);
-                }
-                Err(error) => {
-                    tracing::warn!(msg = "reloadFailed", what = Reloaded::Certificate.word(), error = %error, "keeping the certificate held");
-                    self.metrics.reload_failed(Reloaded::Certificate);
-                }
+            let read = load(&self.cert, &self.key);
+            if let Some(certified) = self.metrics.reloaded(Reloaded::Certificate, read) {
+                held.1 = Arc::new(certified);
             }
             held.0 = Instant::now();
         }
