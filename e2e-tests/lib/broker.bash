@@ -14,6 +14,7 @@
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
+#   broker_readyz STATUS; broker_reload_fails WHAT FILE CONTENT  # readiness and failed reloads
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
 # policy-server ($POLICY_SERVER, else on PATH) is required; suites skip
@@ -207,6 +208,25 @@ broker_validate() {
     printf '%s\n' "$out" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
   fi
   jq -c '.response' <<<"$out"
+}
+
+# broker_readyz STATUS: the broker's /readyz answers STATUS.
+broker_readyz() {
+  [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$BROKER_METRICS/readyz")" == "$1" ]]
+}
+
+# broker_reload_fails WHAT FILE CONTENT: once FILE (of the files counted as WHAT, written with
+# CONTENT) is broken, /readyz turns 503 (with --reload-failure-seconds 1), a reloadFailed
+# warning names FILE but never CONTENT, and broker_reload_failures_total{what="WHAT"} counts it.
+broker_reload_fails() {
+  local what=$1 file=$2 content=$3
+  wait_until 10 broker_readyz 503 || _fail_with "still ready with a broken $what"
+  jq -se --arg f "$file" --arg w "$what" \
+    'any(.[]; .msg == "reloadFailed" and .level == "WARN" and .what == $w and (.error | contains($f)))' \
+    "$BROKER_LOG" >/dev/null || _fail_with "no warning naming $file: $(cat "$BROKER_LOG")"
+  ! grep -qF "$content" "$BROKER_LOG" || _fail_with "the file's content was logged"
+  curl -sf "http://$BROKER_METRICS/metrics" | grep -qE "^broker_reload_failures_total\{what=\"$what\"\} [1-9]" ||
+    _fail_with "not counted: $(curl -s "http://$BROKER_METRICS/metrics" | grep reload)"
 }
 
 # broker_lookups_of NAMESPACE: the broker's log lines for lookups in NAMESPACE.
