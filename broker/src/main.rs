@@ -13,6 +13,7 @@ mod keys;
 mod logs;
 mod metrics;
 mod providers;
+mod reloading;
 mod server;
 mod service;
 mod tenancy;

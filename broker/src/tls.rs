@@ -1,7 +1,7 @@
 //! The broker's TLS certificate, read again while it runs: cert-manager (or an operator)
 //! renews the mounted Secret in place, and a broker that kept its first certificate would
 //! fail every handshake once it expired. The files are read again at a handshake when the
-//! last reading is older than the reload period ([`RELOAD_AFTER`] by default; the broker also
+//! last reading is older than the reload period (crate::reloading; the broker also
 //! reads them on that period when no handshake comes). A reading that fails (a mount caught
 //! mid-update, a key that does not match) keeps the certificate already held, and is loud like
 //! a failed key reload (crate::keys): a warning naming the file, never a byte of it,
@@ -10,8 +10,8 @@
 //! handshake fails.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -19,16 +19,16 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use crate::error::StartupError;
-use crate::keys::RELOAD_AFTER;
 use crate::metrics::{Metrics, Reloaded};
+use crate::reloading::Reloading;
+#[cfg(test)]
+use crate::reloading::RELOAD_AFTER;
 
 /// The certificate chain and key of `--tls-cert` and `--tls-key`, kept current.
 pub struct ReloadingCertificate {
     cert: PathBuf,
     key: PathBuf,
-    held: Mutex<(Instant, Arc<CertifiedKey>)>,
-    every: Duration,
-    metrics: Arc<Metrics>,
+    held: Reloading<CertifiedKey>,
 }
 
 impl std::fmt::Debug for ReloadingCertificate {
@@ -47,37 +47,24 @@ impl ReloadingCertificate {
         Ok(ReloadingCertificate {
             cert: cert.to_owned(),
             key: key.to_owned(),
-            held: Mutex::new((Instant::now(), Arc::new(certified))),
-            every: RELOAD_AFTER,
-            metrics: Arc::default(),
+            held: Reloading::new(Reloaded::Certificate, certified),
         })
     }
 
     /// This pair, read again every `every`, its failed readings counted in `metrics`.
     pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
-        self.every = every;
-        self.metrics = metrics;
+        self.held = self.held.every(every, metrics);
         self
     }
 
     /// The certificate held, read again first when older than the reload period.
     pub fn current(&self) -> Option<Arc<CertifiedKey>> {
-        let mut held = self.held.lock().ok()?;
-        if held.0.elapsed() >= self.every {
-            let read = load(&self.cert, &self.key);
-            if let Some(certified) = self.metrics.reloaded(Reloaded::Certificate, read) {
-                held.1 = Arc::new(certified);
-            }
-            held.0 = Instant::now();
-        }
-        Some(held.1.clone())
+        self.held.current(|| load(&self.cert, &self.key))
     }
 
     #[cfg(test)]
-    fn age_by(&self, by: std::time::Duration) {
-        if let Ok(mut held) = self.held.lock() {
-            held.0 -= by;
-        }
+    fn age_by(&self, by: Duration) {
+        self.held.age_by(by);
     }
 }
 
