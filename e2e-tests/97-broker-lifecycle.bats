@@ -5,10 +5,11 @@
 # real status and the broker exits promptly with status 0, logging the drain; that for the
 # grace period after it (--drain-grace-ms) /readyz answers 503 while new lookups are still
 # answered; that once it drains /readyz answers 503 and the API port takes no new
-# connection; that both ports drop a client that never finishes its headers; and that
-# --max-connections holds connections past the cap until one closes; and that a sealing key
-# rotated in the mounted directory is taken without a restart, both keys accepted meanwhile. The registry is the
-# htpasswd one behind a fault proxy adding 1 s to every request (lib/fault_proxy.py --mode
+# connection; that both ports drop a client that never finishes its headers; that
+# --max-connections holds connections past the cap until one closes; that a TLS certificate
+# renewed in its mount is served without a restart, and a broken one kept, logged, counted and
+# shown on /readyz; and that a sealing key rotated in the mounted directory is taken without a
+# restart, both keys accepted meanwhile. The registry is the htpasswd one behind a fault proxy adding 1 s to every request (lib/fault_proxy.py --mode
 # delay), so a lookup is in flight for about 2 s. Needs the broker binary (`make broker`;
 # skipped, saying so, without it), docker-registry, skopeo, python3. Runs once, on the test
 # host pass (skipped on kwctl's).
@@ -223,6 +224,29 @@ except OSError:
   wait_until 15 served_with "$dir/second/ca.pem" || _fail_with "the renewed certificate is not served"
   [[ "$(v2 "$dir/first/ca.pem")" == 000 ]] || _fail_with "the old certificate is still served"
   registry_stop lc-tls
+}
+
+@test "broker lifecycle: a certificate reload that fails is logged, counted and turns /readyz 503 until one succeeds" {
+  local dir
+  dir="$(e2e_workdir)/tls-broken"
+  generate_tls_ca "$dir/ca"
+  mkdir -p "$dir/mount"
+  cp "$dir/ca/server.pem" "$dir/mount/tls.crt"
+  cp "$dir/ca/server.key" "$dir/mount/tls.key"
+  lc_broker lc-tls-broken --tls-cert "$dir/mount/tls.crt" --tls-key "$dir/mount/tls.key" \
+    --reload-seconds 1 --reload-failure-seconds 1
+  v2() {
+    curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$dir/ca/ca.pem" \
+      -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" "https://$BROKER_ADDR/v2/" || true
+  }
+  broker_readyz 200 || _fail_with "not ready at start"
+  # a mount left broken (a key that is no key): the pair held is kept, and said to be failing
+  printf 'e2e-not-a-key-8p3z' >"$dir/mount/tls.key"
+  broker_reload_fails certificate "$dir/mount/tls.key" e2e-not-a-key-8p3z
+  [[ "$(v2)" == 200 ]] || _fail_with "the certificate held is no longer served"
+  cp "$dir/ca/server.key" "$dir/mount/tls.key"
+  wait_until 10 broker_readyz 200 || _fail_with "not ready again after a good reading"
+  registry_stop lc-tls-broken
 }
 
 @test "broker lifecycle: without --apiserver, the kubeconfig says where the API server is" {

@@ -62,6 +62,12 @@ setup_file() {
   LOOP_LISTENER=$(fault_proxy_start loop-listener hang)
   REALM_ON_LOOPBACK=$(fault_proxy_start h-realm-loopback hostile --what realm --location "http://$LOOP_LISTENER/token")
   export LOOP_LISTENER REALM_ON_LOOPBACK
+  # a registry whose 404 carries words of its own choosing, secret-looking
+  REG_LURE=$(fault_proxy_start lure status --status 404 --error-code NAME_UNKNOWN \
+    --error-message "token=e2e-Lure-Secret-3n7q" --error-detail "password=e2e-Lure-Secret-3n7q")
+  # fifty registries that never answer: a tenant rotating made-up host names
+  fault_proxy_start rotating hang --listeners 50 >/dev/null
+  export REG_LURE
 
   local cluster i
   cluster=$(write_cluster_dir broker-limits)
@@ -91,7 +97,7 @@ setup_file() {
     --insecure "$HOSTILE_DRIP" --insecure "$HOSTILE_UNAUTHORIZED" --insecure "$HOSTILE_TOKEN" --insecure "$HOSTILE_REDIRECT" --insecure "$HOSTILE_REALM" \
     --insecure "$HOSTILE_TLS_REALM" --insecure "$HOSTILE_REALM_CGNAT" \
     --insecure "$HOSTILE_REALM_ULA" --insecure "$HOSTILE_REALM_NAT64" --insecure "$HOSTILE_REALM_CLUSTER" \
-    --insecure "$HOSTILE_REALM_BAD" --insecure "$REG_SILENT" --insecure "$LOOP_LISTENER" \
+    --insecure "$HOSTILE_REALM_BAD" --insecure "$REG_SILENT" --insecure "$LOOP_LISTENER" --insecure "$REG_LURE" \
     --insecure "localhost:${LOOP_LISTENER##*:}" --insecure "localhost:${REALM_ON_LOOPBACK##*:}" \
     --ca "$HOSTILE_TLS_DOWNGRADE" "$(e2e_workdir)/hostile-tls/ca.pem")
   LIMITS_API_PORT=$api_port LIMITS_SOURCES=$sources
@@ -118,6 +124,11 @@ lookup() {
     -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
     -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     "http://$BROKER_ADDR/v2/$(broker_seal "$body" "$6")/manifests/$6"
+}
+
+# sealed_url NAMESPACE CREDENTIALS REGISTRY REPO TAG: the URL `lookup` asks.
+sealed_url() {
+  printf 'http://%s/v2/%s/manifests/%s\n' "$BROKER_ADDR" "$(broker_seal "$1/$2/d.${3/:/_}/$4" "$5")" "$5"
 }
 
 broker_pid() { cat "$(e2e_workdir)/registries/broker-limits/pid"; }
@@ -366,19 +377,63 @@ realm_refused() {
   broker_start broker-reload --apiserver-port "$LIMITS_API_PORT" --sources "$LIMITS_SOURCES" \
     --reload-seconds 1 --reload-failure-seconds 1
   keys="$(e2e_workdir)/registries/broker-reload/keys"
-  readyz() { [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$BROKER_METRICS/readyz")" == "$1" ]]; }
-  readyz 200 || _fail_with "not ready at start"
+  broker_readyz 200 || _fail_with "not ready at start"
   # a file that is no key (too short): the whole reading fails, the old keys are kept
   printf 'e2e-not-a-key-7h2x' >"$keys/broken"
-  wait_until 10 readyz 503 || _fail_with "still ready with a broken key directory"
-  jq -se --arg f "$keys/broken" 'any(.[]; .msg == "reloadFailed" and .level == "WARN" and .what == "keys" and (.error | contains($f)))' "$BROKER_LOG" >/dev/null ||
-    _fail_with "no warning naming the file: $(cat "$BROKER_LOG")"
-  ! grep -q "e2e-not-a-key-7h2x" "$BROKER_LOG" || _fail_with "the file's content was logged"
-  curl -sf "http://$BROKER_METRICS/metrics" | grep -qE '^broker_reload_failures_total\{what="keys"\} [1-9]'
+  broker_reload_fails keys "$keys/broken" e2e-not-a-key-7h2x
   # lookups go on with the keys held
   run -0 lookup HEAD team-a s.direct "$REG_AUTH" private/app v1
   [[ "$output" == "200 "* ]] || _fail_with "$output"
   rm "$keys/broken"
-  wait_until 10 readyz 200 || _fail_with "not ready again after a good reading"
+  wait_until 10 broker_readyz 200 || _fail_with "not ready again after a good reading"
   registry_stop broker-reload
+}
+
+@test "broker limits: a registry's 404 reaches the caller as its code in the broker's words, never the registry's" {
+  run -0 lookup GET team-a n "$REG_LURE" app v1
+  echo "$output: $(cat "$BATS_TEST_TMPDIR/body")"
+  [[ "$output" == "404 "* ]] || _fail_with "answered $output"
+  jq -e '.errors == [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry", "detail": null}]' \
+    "$BATS_TEST_TMPDIR/body" >/dev/null || _fail_with "not the broker's own words"
+  ! grep -q "e2e-Lure" "$BATS_TEST_TMPDIR/body" || _fail_with "the registry's words reached the caller"
+}
+
+@test "broker limits: fifty rotating host names of one namespace do not hold the slots another namespace needs" {
+  local -a ports urls pids
+  local i status took
+  # 8 slots in all, 4 of them for one namespace (half, the default); a silent registry holds
+  # a slot 3 s, far longer than team-a's lookup may take
+  broker_start broker-fair --apiserver-port "$LIMITS_API_PORT" --sources "$LIMITS_SOURCES" \
+    --connect-timeout-ms 3000 --attempt-timeout-ms 3000 --lookup-timeout-ms 3500 \
+    --silent-backoff-seconds 60 --max-concurrent 8
+  mapfile -t ports <"$(e2e_workdir)/registries/rotating/port.all"
+  ((${#ports[@]} == 50)) || _fail_with "${#ports[@]} silent registries"
+  # each a registry of its own, each within its registry's share: sealed first, sent at once
+  for i in "${!ports[@]}"; do urls[i]=$(sealed_url team-b n "127.0.0.1:${ports[i]}" app v1); done
+  for i in "${!urls[@]}"; do
+    curl -s -I -o /dev/null -w '%{http_code}\n' --max-time 20 -u "$BROKER_CALLER_USER:$BROKER_CALLER_PASSWORD" \
+      "${urls[i]}" >"$BATS_TEST_TMPDIR/rotating-$i" &
+    pids+=($!)
+  done
+  all_in_flight() { curl -sf --max-time 1 "http://$BROKER_METRICS/metrics" | grep -qx 'broker_lookups_in_flight 50'; }
+  wait_until 10 all_in_flight || _fail_with "team-b's lookups never were all in flight"
+  run -0 lookup HEAD team-a s.direct "$REG_AUTH" private/app v1
+  echo "team-a beside team-b's fifty: $output"
+  read -r status took <<<"$output"
+  [[ "$status" == 200 ]] || _fail_with "team-a got $status"
+  # well under the 3 s a slot would free up in, were team-b holding all of them
+  awk -v t="$took" 'BEGIN { exit !(t < 0.7) }' || _fail_with "team-a waited ${took}s behind team-b"
+  wait "${pids[@]}"
+  [[ "$(cat "$BATS_TEST_TMPDIR"/rotating-* | sort -u)" == 503 ]] || _fail_with "team-b: $(cat "$BATS_TEST_TMPDIR"/rotating-* | sort | uniq -c)"
+  # team-b has 4 silent registries now (--max-silent-registries): another made-up name is
+  # answered at once, without a time-out; team-a's lookups are still made
+  run -0 lookup HEAD team-b n "localhost:${ports[0]}" app v1
+  read -r status took <<<"$output"
+  [[ "$status" == 503 ]] && awk -v t="$took" 'BEGIN { exit !(t < 0.5) }' ||
+    _fail_with "a new name of team-b: $output; $(broker_lookups_of team-b | jq -c '[.outcome, .ms, .reason]' | sort | uniq -c)"
+  run -0 lookup GET team-b n "localhost:${ports[1]}" app v1
+  grep -qF "too many silent registries for this namespace" "$BATS_TEST_TMPDIR/body" || _fail_with "$(cat "$BATS_TEST_TMPDIR/body")"
+  run -0 lookup HEAD team-a s.direct "$REG_AUTH" private/app v1
+  [[ "$output" == "200 "* ]] || _fail_with "team-a after: $output"
+  registry_stop broker-fair
 }

@@ -117,6 +117,7 @@ setup_file() {
       "  namespace: team-a"
     broker_namespace_yaml team-a
     printf '%s\n' "    $TIER_LABEL: gold"
+    broker_token_binding_yaml team-a
     broker_namespace_yaml team-b
     broker_key_secret_yaml
   } | cluster_add "$cluster" 10-secrets.yaml
@@ -281,10 +282,13 @@ no_secret_leaked() {
     awk '{ while (length($0) % 4) $0 = $0 "="; print }' | base64 -d)
   echo "$claims"
   jq -e --arg a "$TOKEN_AUDIENCE" '.aud == [$a] and .sub == "system:serviceaccount:team-a:builder"' <<<"$claims"
+  # bound to the namespace's binding Secret: deleting it revokes the token (the fake API server
+  # refuses an unbound TokenRequest, so a broker minting unbound tokens fails here)
+  jq -e '."kubernetes.io".secret.name == "resolvable-images-broker-token-binding"' <<<"$claims"
   jq -e --arg role "$ROLE_KEY" --arg team "$TEAM_KEY" \
     '.serviceAccountAnnotations == {($role): "puller", ($team): "blue"}' <<<"$request"
-  grep -qF "TokenRequest team-a/builder audiences=[\"$TOKEN_AUDIENCE\"]" "$api_log" ||
-    _fail_with "no TokenRequest for the audience in the API server's log: $(cat "$api_log")"
+  grep -qF "TokenRequest team-a/builder audiences=[\"$TOKEN_AUDIENCE\"] bound=Secret/resolvable-images-broker-token-binding" "$api_log" ||
+    _fail_with "no bound TokenRequest for the audience in the API server's log: $(cat "$api_log")"
   no_secret_leaked
 }
 

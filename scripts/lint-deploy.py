@@ -20,12 +20,18 @@ an error, as `kubectl apply --validate=strict` refuses it):
   timeoutEvalSeconds <= timeoutSeconds), and the PolicyServer's egress exactly the broker, DNS,
   the API server and the module's registry (a network plugin enforces it; the manifest is what
   can be checked here).
+- Least privilege: no Role or ClusterRole grants `create` on `serviceaccounts/token` without
+  `resourceNames` (minting tokens of any ServiceAccount; docs/broker.md writes the grant per
+  namespace, naming its ServiceAccounts).
+- deploy/Dockerfile's image runs an init as PID 1 (tini, copied from the build stage) that
+  starts the broker, so that the orphans of killed plugins are reaped.
 
 Run with the Python of the lint virtual environment (.ci/setup makes .venv-lint/):
     .venv-lint/bin/python scripts/lint-deploy.py [FILE...]
 Prints one line per problem and exits 1 when there is any.
 """
 
+import json
 import pathlib
 import sys
 
@@ -264,6 +270,44 @@ def check_kubewarden(doc: dict) -> list:
             for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.path))]
 
 
+def check_privileges(doc: dict) -> list:
+    """A Role or ClusterRole that lets its holder mint tokens of any ServiceAccount."""
+    if doc.get("apiVersion") != "rbac.authorization.k8s.io/v1" or doc.get("kind") not in ("Role", "ClusterRole"):
+        return []
+    found = []
+    for number, rule in enumerate(doc.get("rules") or []):
+        resources = rule.get("resources") or []
+        verbs = rule.get("verbs") or []
+        token = any(r in ("serviceaccounts/token", "*", "*/*") for r in resources)
+        if token and any(v in ("create", "*") for v in verbs) and not rule.get("resourceNames"):
+            found.append(f"rules.{number}: create on serviceaccounts/token without resourceNames "
+                         "(tokens of any ServiceAccount; name the ones that need it)")
+    return found
+
+
+def check_dockerfile(path: pathlib.Path) -> list:
+    """The image's last stage starts tini, copied from the build stage, which starts the
+    broker: the problems."""
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    last = max((i for i, line in enumerate(lines) if line.upper().startswith("FROM ")), default=0)
+    stage = lines[last:]
+    entrypoints = [line for line in stage if line.upper().startswith("ENTRYPOINT ")]
+    if not entrypoints:
+        return [f"{path}: the image has no ENTRYPOINT"]
+    try:
+        command = json.loads(entrypoints[-1].split(None, 1)[1])
+    except ValueError:
+        return [f"{path}: the ENTRYPOINT is not the exec (JSON) form"]
+    found = []
+    if not (len(command) >= 3 and command[0].endswith("/tini") and command[1] == "--"
+            and command[2].endswith("/resolvable-images-broker")):
+        found.append(f"{path}: the ENTRYPOINT {command} is not tini -- the broker: nothing reaps "
+                     "the orphans of killed plugins")
+    elif not any(line.startswith("COPY --from=") and line.split()[-1] == command[0] for line in stage):
+        found.append(f"{path}: {command[0]} is not copied into the image from the build stage")
+    return found
+
+
 def check_file(path: pathlib.Path, versions: list) -> list:
     """Every problem of one manifest file, each prefixed with the file and the object."""
     try:
@@ -279,7 +323,7 @@ def check_file(path: pathlib.Path, versions: list) -> list:
         if str(doc["apiVersion"]).startswith("policies.kubewarden.io/"):
             problems = check_kubewarden(doc)
         else:
-            problems = check_kubernetes(doc, versions)
+            problems = check_kubernetes(doc, versions) + check_privileges(doc)
         found += [f"{path}: {name}: {p}" for p in problems]
     return found
 
@@ -300,6 +344,8 @@ def main(argv: list) -> int:
         except yaml.YAMLError:
             pass  # reported by check_file
     found += [f"the install: {p}" for p in check_install(docs)]
+    if not argv:
+        found += check_dockerfile(root / "deploy" / "Dockerfile")
     for line in found:
         print(line)
     if found:

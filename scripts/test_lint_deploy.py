@@ -44,10 +44,52 @@ def problems(text: str, versions=None) -> list:
         return lint.check_file(path, versions or ["1.30", "1.37"])
 
 
+TOKEN_ROLE = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {kind}
+metadata:
+  name: tokens
+rules:
+  - apiGroups: [""]
+    resources: ["serviceaccounts/token"]
+    verbs: ["create"]
+"""
+
+
+def dockerfile_problems(text: str) -> list:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "Dockerfile"
+        path.write_text(text, encoding="utf-8")
+        return lint.check_dockerfile(path)
+
+
 class LintDeploy(unittest.TestCase):
     def test_the_shipped_manifests_pass(self):
         for path in sorted((HERE.parent / "deploy").glob("*.yaml")):
             self.assertEqual(lint.check_file(path, lint.SUPPORTED), [], path)
+
+    def test_the_shipped_image_starts_tini_then_the_broker(self):
+        self.assertEqual(lint.check_dockerfile(HERE.parent / "deploy" / "Dockerfile"), [])
+
+    def test_an_image_without_an_init_fails(self):
+        base = "FROM rust AS build\nRUN cp /usr/bin/tini-static /tini\nFROM distroless\n"
+        broker = '"/usr/local/bin/resolvable-images-broker"'
+        found = dockerfile_problems(base + f"ENTRYPOINT [{broker}]\n")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("nothing reaps", found[0])
+        # tini named but never copied into the last stage
+        found = dockerfile_problems(base + f'ENTRYPOINT ["/usr/bin/tini", "--", {broker}]\n')
+        self.assertIn("is not copied", found[0])
+        copied = base + "COPY --from=build /tini /usr/bin/tini\n"
+        self.assertEqual(dockerfile_problems(copied + f'ENTRYPOINT ["/usr/bin/tini", "--", {broker}]\n'), [])
+
+    def test_minting_tokens_of_any_service_account_fails(self):
+        for kind in ("ClusterRole", "Role"):
+            found = problems(TOKEN_ROLE.format(kind=kind))
+            self.assertEqual(len(found), 1, found)
+            self.assertIn("without resourceNames", found[0])
+        named = TOKEN_ROLE.format(kind="Role") + '    resourceNames: ["builder"]\n'
+        self.assertEqual(problems(named), [])
 
     def test_a_valid_service_passes(self):
         self.assertEqual(problems(SERVICE), [])

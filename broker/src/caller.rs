@@ -3,7 +3,7 @@
 //! `username:password`, so neither the content nor the length leaks through timing.
 //!
 //! The credential can be rotated without a restart and without a lookup refused: the mounted
-//! Secret is read again every [`RELOAD_AFTER`], and besides `password` every `*-password` key
+//! Secret is read again on the reload period (crate::reloading), and besides `password` every `*-password` key
 //! (`next-password` during a switch) is accepted too (docs/broker.md, "Rotating the caller
 //! credential"). A reading that fails keeps what was held, and is loud (a warning naming the
 //! file, `broker_reload_failures_total{what="callers"}`, `/readyz` false after the grace), as
@@ -11,15 +11,15 @@
 //! start-up and at a reload.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::StartupError;
-use crate::keys::RELOAD_AFTER;
 use crate::metrics::{Metrics, Reloaded};
+use crate::reloading::Reloading;
 
 /// The shortest caller password accepted: 16 bytes, 128 bits when random (the install
 /// instructions make 32 random bytes); the credential is all that stands between the
@@ -28,24 +28,19 @@ pub const MIN_PASSWORD_BYTES: usize = 16;
 
 /// The accepted caller credentials, kept only as digests.
 pub struct Caller {
-    dir: Option<PathBuf>,
-    held: Mutex<(Instant, Arc<Vec<[u8; 32]>>)>,
-    every: Duration,
-    metrics: Arc<Metrics>,
+    dir: PathBuf,
+    held: Reloading<Vec<[u8; 32]>>,
 }
 
 impl Caller {
     /// The caller that sends `username` and `password`.
     #[cfg(test)]
     pub fn new(username: &str, password: &str) -> Self {
+        let accepted = vec![digest(format!("{username}:{password}").as_bytes())];
         Caller {
-            dir: None,
-            held: Mutex::new((
-                Instant::now(),
-                Arc::new(vec![digest(format!("{username}:{password}").as_bytes())]),
-            )),
-            every: RELOAD_AFTER,
-            metrics: Arc::default(),
+            dir: PathBuf::new(),
+            // no directory to read again
+            held: Reloading::new(Reloaded::Callers, accepted).every(Duration::MAX, Arc::default()),
         }
     }
 
@@ -55,17 +50,14 @@ impl Caller {
     pub fn from_dir(dir: &Path) -> Result<Self, StartupError> {
         let accepted = read_dir(dir)?;
         Ok(Caller {
-            dir: Some(dir.to_owned()),
-            held: Mutex::new((Instant::now(), Arc::new(accepted))),
-            every: RELOAD_AFTER,
-            metrics: Arc::default(),
+            dir: dir.to_owned(),
+            held: Reloading::new(Reloaded::Callers, accepted),
         })
     }
 
     /// This caller, read again every `every`, its failed readings counted in `metrics`.
     pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
-        self.every = every;
-        self.metrics = metrics;
+        self.held = self.held.every(every, metrics);
         self
     }
 
@@ -78,25 +70,9 @@ impl Caller {
     /// The accepted digests, read again first when older than the reload period; a reading
     /// that fails (a mount caught mid-update) keeps the credentials already held.
     fn accepted(&self) -> Arc<Vec<[u8; 32]>> {
-        let Ok(mut held) = self.held.lock() else {
-            return Arc::new(Vec::new());
-        };
-        if let Some(dir) = &self.dir {
-            if held.0.elapsed() >= self.every {
-                match read_dir(dir) {
-                    Ok(accepted) => {
-                        held.1 = Arc::new(accepted);
-                        self.metrics.reload_succeeded(Reloaded::Callers);
-                    }
-                    Err(error) => {
-                        tracing::warn!(msg = "reloadFailed", what = Reloaded::Callers.word(), error = %error, "keeping the caller credentials held");
-                        self.metrics.reload_failed(Reloaded::Callers);
-                    }
-                }
-                held.0 = Instant::now();
-            }
-        }
-        held.1.clone()
+        self.held
+            .current(|| read_dir(&self.dir))
+            .unwrap_or_default()
     }
 
     /// True when `authorization` (the header's value) carries an accepted Basic credential.
@@ -175,6 +151,7 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 mod tests {
     use super::*;
     use crate::logs::capture;
+    use crate::reloading::RELOAD_AFTER;
 
     fn basic(s: &str) -> Vec<u8> {
         format!(
@@ -246,16 +223,12 @@ mod tests {
         // the switch done: `password` is the new one, `next-password` gone
         std::fs::write(dir.path().join("password"), NEW).expect("write");
         std::fs::remove_file(dir.path().join("next-password")).expect("remove");
-        if let Ok(mut held) = caller.held.lock() {
-            held.0 -= RELOAD_AFTER;
-        }
+        caller.held.age_by(RELOAD_AFTER);
         assert!(caller.admits(Some(&basic(&format!("u:{NEW}")))));
         assert!(!caller.admits(Some(&basic(&format!("u:{OLD}")))));
         // a mount caught mid-update keeps what was held, and says so
         std::fs::remove_file(dir.path().join("password")).expect("remove");
-        if let Ok(mut held) = caller.held.lock() {
-            held.0 -= RELOAD_AFTER;
-        }
+        caller.held.age_by(RELOAD_AFTER);
         let lines = capture::lines(|| assert!(caller.admits(Some(&basic(&format!("u:{NEW}"))))));
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert_eq!(lines[0]["what"], "callers");
@@ -273,9 +246,7 @@ mod tests {
             .contains("broker_reload_failures_total{what=\"callers\"} 1\n"));
         // a password too short, written in a reload, is refused the same way
         std::fs::write(dir.path().join("password"), "short").expect("write");
-        if let Ok(mut held) = caller.held.lock() {
-            held.0 -= RELOAD_AFTER;
-        }
+        caller.held.age_by(RELOAD_AFTER);
         assert!(caller.admits(Some(&basic(&format!("u:{NEW}")))));
         assert!(!caller.admits(Some(&basic("u:short"))));
         assert!(metrics

@@ -2,30 +2,25 @@
 //! mounted Secret, so that a key can be rotated (the new one added, the policy switched to it,
 //! the old one removed) without a restart. The kubelet updates a mounted Secret in place, so the
 //! directory is read again when a lookup arrives and the last reading is older than
-//! the reload period ([`RELOAD_AFTER`] by default; the broker also reads it on that period
+//! the reload period (crate::reloading; the broker also reads it on that period
 //! when no lookup comes). A reading that fails keeps the keys already held, and is loud: a
 //! warning naming the file (never a byte of it), `broker_reload_failures_total{what="keys"}`,
 //! and `/readyz` false once it has failed for the grace (crate::metrics).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use broker_reference::SealingKey;
 
 use crate::error::StartupError;
 use crate::metrics::{Metrics, Reloaded};
-
-/// How old the keys may be before the directory is read again: well under the kubelet's
-/// sync period for mounted Secrets (about a minute).
-pub const RELOAD_AFTER: Duration = Duration::from_secs(10);
+use crate::reloading::Reloading;
 
 /// The sealing keys the broker accepts.
 pub struct Keys {
     dir: PathBuf,
-    held: Mutex<(Instant, Arc<Vec<SealingKey>>)>,
-    every: Duration,
-    metrics: Arc<Metrics>,
+    held: Reloading<Vec<SealingKey>>,
 }
 
 impl Keys {
@@ -34,39 +29,22 @@ impl Keys {
         let keys = read_dir(dir)?;
         Ok(Keys {
             dir: dir.to_owned(),
-            held: Mutex::new((Instant::now(), Arc::new(keys))),
-            every: RELOAD_AFTER,
-            metrics: Arc::default(),
+            held: Reloading::new(Reloaded::Keys, keys),
         })
     }
 
     /// These keys, read again every `every`, their failed readings counted in `metrics`.
     pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
-        self.every = every;
-        self.metrics = metrics;
+        self.held = self.held.every(every, metrics);
         self
     }
 
-    /// The keys held, read again first when they are older than the reload period.
+    /// The keys held, read again first when they are older than the reload period (a
+    /// directory caught mid-update, or emptied, keeps the keys already held).
     pub fn current(&self) -> Arc<Vec<SealingKey>> {
-        let Ok(mut held) = self.held.lock() else {
-            return Arc::new(Vec::new());
-        };
-        if held.0.elapsed() >= self.every {
-            // a directory caught mid-update, or emptied, keeps the keys already held
-            match read_dir(&self.dir) {
-                Ok(keys) => {
-                    held.1 = Arc::new(keys);
-                    self.metrics.reload_succeeded(Reloaded::Keys);
-                }
-                Err(error) => {
-                    tracing::warn!(msg = "reloadFailed", what = Reloaded::Keys.word(), error = %error, "keeping the keys held");
-                    self.metrics.reload_failed(Reloaded::Keys);
-                }
-            }
-            held.0 = Instant::now();
-        }
-        held.1.clone()
+        self.held
+            .current(|| read_dir(&self.dir))
+            .unwrap_or_default()
     }
 }
 
@@ -104,6 +82,7 @@ fn read_dir(dir: &Path) -> Result<Vec<SealingKey>, StartupError> {
 mod tests {
     use super::*;
     use crate::logs::capture;
+    use crate::reloading::RELOAD_AFTER;
 
     #[test]
     fn reads_every_key_of_a_secret_mount_and_refuses_weak_ones() {
@@ -166,9 +145,7 @@ mod tests {
         let keys = Keys::from_dir(dir.path()).expect("keys");
         std::fs::write(dir.path().join("next"), "b".repeat(32)).expect("write");
         assert_eq!(keys.current().len(), 1, "read again too early");
-        if let Ok(mut held) = keys.held.lock() {
-            held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
-        }
+        keys.held.age_by(RELOAD_AFTER);
         assert_eq!(keys.current().len(), 2);
     }
 
@@ -183,9 +160,7 @@ mod tests {
         std::fs::write(dir.path().join("key"), format!("{old}\n")).expect("write");
         let keys = Keys::from_dir(dir.path()).expect("keys");
         let age = |keys: &Keys| {
-            if let Ok(mut held) = keys.held.lock() {
-                held.0 = held.0.checked_sub(RELOAD_AFTER).unwrap_or(held.0);
-            }
+            keys.held.age_by(RELOAD_AFTER);
         };
         let lookup = BrokeredName {
             namespace: "team-a".into(),

@@ -14,11 +14,13 @@ mod logs;
 mod metrics;
 mod nearest_tags;
 mod providers;
+mod reloading;
 mod server;
 mod service;
 mod tag_lists;
 mod tenancy;
 mod tls;
+mod token_binding;
 mod unanswerable;
 
 use std::net::SocketAddr;
@@ -33,7 +35,6 @@ use registry_client::pool::{Pool, PoolOptions};
 use registry_client::sources::Sources;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::{ApiServer, Cluster};
 use crate::destinations::{AllowedRegistry, Destinations, Network};
@@ -42,6 +43,7 @@ use crate::metrics::Metrics;
 use crate::server::Connections;
 use crate::service::{Broker, Limits, Parts};
 use crate::tenancy::Tenancy;
+use crate::tls::ReloadingCertificate;
 
 /// The broker's command line; every option also reads an environment variable.
 #[derive(Parser, Debug)]
@@ -148,6 +150,15 @@ struct Args {
     /// --max-per-registry, rounded up), so that one namespace cannot take a registry's slots.
     #[arg(long, env = "BROKER_MAX_PER_NAMESPACE")]
     max_per_namespace: Option<usize>,
+    /// Lookups in flight in the whole broker for one namespace, whatever registries it names
+    /// (default: half of --max-concurrent, rounded up).
+    #[arg(long, env = "BROKER_MAX_CONCURRENT_PER_NAMESPACE")]
+    max_concurrent_per_namespace: Option<usize>,
+    /// Registries silent for one namespace at once (each within --silent-backoff-seconds of a
+    /// time-out) before its lookups of registries that have not answered it are answered 503
+    /// at once: rotating made-up host names cannot evade the back-off.
+    #[arg(long, env = "BROKER_MAX_SILENT_REGISTRIES", default_value_t = 4)]
+    max_silent_registries: usize,
     /// Registries whose state is kept at once.
     #[arg(long, env = "BROKER_MAX_REGISTRIES", default_value_t = 1024)]
     max_registries: usize,
@@ -166,11 +177,11 @@ struct Args {
     /// Answer a 404 without suggesting the repository's nearest tags (no tag listing).
     #[arg(long, env = "BROKER_NO_TAG_SUGGESTIONS")]
     no_tag_suggestions: bool,
-    /// How often the keys and caller credentials are read again (s).
+    /// How often the keys, caller credentials and TLS certificate are read again (s).
     #[arg(long, env = "BROKER_RELOAD_SECONDS", default_value_t = 10)]
     reload_seconds: u64,
-    /// How long reading the keys or caller credentials again may fail (the old ones kept)
-    /// before `/readyz` answers 503, until a reading succeeds (s).
+    /// How long reading the keys, caller credentials or certificate again may fail (the old
+    /// ones kept) before `/readyz` answers 503, until a reading succeeds (s).
     #[arg(long, env = "BROKER_RELOAD_FAILURE_SECONDS", default_value_t = 60)]
     reload_failure_seconds: u64,
     /// Connections the distribution API serves at once; past it, new ones wait in the
@@ -263,13 +274,24 @@ impl Args {
         ))
     }
 
-    /// TLS for the distribution API; plain HTTP only on loopback.
-    fn tls(&self) -> Result<Option<TlsAcceptor>, StartupError> {
+    /// The TLS certificate of the distribution API, its failed reloads counted in `metrics`;
+    /// `None` for plain HTTP, allowed only on loopback.
+    fn certificate(
+        &self,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Option<Arc<ReloadingCertificate>>, StartupError> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Ok(Some(server::tls_acceptor(cert, key)?)),
+            (Some(cert), Some(key)) => Ok(Some(Arc::new(
+                ReloadingCertificate::new(cert, key)?.reloading(self.reload(), metrics.clone()),
+            ))),
             _ if server::plain_http_allowed(&self.listen) => Ok(None),
             _ => Err(StartupError::PlainHttp),
         }
+    }
+
+    /// How often the keys, caller credentials and certificate are read again.
+    fn reload(&self) -> Duration {
+        Duration::from_secs(self.reload_seconds.max(1))
     }
 
     fn limits(&self) -> Limits {
@@ -281,6 +303,10 @@ impl Args {
             max_per_namespace: self
                 .max_per_namespace
                 .unwrap_or_else(|| gates::default_share(self.max_per_registry)),
+            max_concurrent_per_namespace: self
+                .max_concurrent_per_namespace
+                .unwrap_or_else(|| gates::default_share(self.max_concurrent)),
+            max_silent_per_namespace: self.max_silent_registries.max(1),
             max_registries: self.max_registries.max(1),
             silent_backoff: Duration::from_secs(self.silent_backoff_seconds),
         }
@@ -327,7 +353,7 @@ impl Args {
 
     /// The broker these options describe.
     async fn broker(&self, metrics: Arc<Metrics>) -> Result<Broker, StartupError> {
-        let reload = Duration::from_secs(self.reload_seconds.max(1));
+        let reload = self.reload();
         metrics.set_reload_grace(Duration::from_secs(self.reload_failure_seconds));
         let caller = caller::Caller::from_dir(&self.caller_dir)?.reloading(reload, metrics.clone());
         let keys = keys::Keys::from_dir(&self.key_dir)?.reloading(reload, metrics.clone());
@@ -382,7 +408,8 @@ async fn run(args: Args) -> Result<(), StartupError> {
     let mut signals = Signals::new()?;
     let metrics = Arc::new(Metrics::default());
     let broker = Arc::new(args.broker(metrics.clone()).await?);
-    let tls = args.tls()?;
+    let certificate = args.certificate(&metrics)?;
+    let tls = certificate.clone().map(server::tls_acceptor);
     let (listener, address) = bind(args.listen).await?;
     let (metrics_listener, metrics_address) = bind(args.metrics_listen).await?;
     tracing::info!(
@@ -401,10 +428,7 @@ async fn run(args: Args) -> Result<(), StartupError> {
         metrics.clone(),
         probes,
     ));
-    tokio::spawn(reload(
-        broker.clone(),
-        Duration::from_secs(args.reload_seconds.max(1)),
-    ));
+    tokio::spawn(reload(broker.clone(), certificate, args.reload()));
     metrics.set_ready();
     signals.next().await;
     metrics.set_not_ready();
@@ -417,14 +441,22 @@ async fn run(args: Args) -> Result<(), StartupError> {
     Ok(())
 }
 
-/// Reads the keys and caller credentials again every `every` whether lookups come or not, so
-/// that a failed reading turns `/readyz` false on time (crate::metrics).
-async fn reload(broker: Arc<Broker>, every: Duration) {
+/// Reads the keys, caller credentials and certificate again every `every` whether lookups
+/// and handshakes come or not, so that a failed reading turns `/readyz` false on time
+/// (crate::metrics).
+async fn reload(
+    broker: Arc<Broker>,
+    certificate: Option<Arc<ReloadingCertificate>>,
+    every: Duration,
+) {
     let mut ticks = tokio::time::interval(every);
     loop {
         ticks.tick().await;
         broker.keys.current();
         broker.caller.refresh();
+        if let Some(certificate) = &certificate {
+            certificate.current();
+        }
     }
 }
 

@@ -26,7 +26,7 @@ pub const OUTCOMES: [&str; 11] = [
 /// as in the log line's `attempts`.
 pub const ATTEMPTS: [&str; 4] = ["found", "notFound", "unauthorized", "unreachable"];
 /// What a reload is counted under: the files the broker reads again while it runs.
-pub const RELOADED: [&str; 2] = ["keys", "callers"];
+pub const RELOADED: [&str; 3] = ["keys", "callers", "certificate"];
 
 /// A set of files read again while the broker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub enum Reloaded {
     Keys,
     /// `--caller-dir`.
     Callers,
+    /// `--tls-cert` and `--tls-key`.
+    Certificate,
 }
 
 impl Reloaded {
@@ -109,6 +111,27 @@ impl Metrics {
         }
     }
 
+    /// The value a reload of `what` read, counted as a success; or `None` when it failed,
+    /// which is logged (a `reloadFailed` warning with the error, which names the file, never
+    /// its content) and counted: the caller keeps what it held.
+    pub fn reloaded<T, E: std::fmt::Display>(
+        &self,
+        what: Reloaded,
+        read: Result<T, E>,
+    ) -> Option<T> {
+        match read {
+            Ok(value) => {
+                self.reload_succeeded(what);
+                Some(value)
+            }
+            Err(error) => {
+                tracing::warn!(msg = "reloadFailed", what = what.word(), error = %error, "keeping what was read before");
+                self.reload_failed(what);
+                None
+            }
+        }
+    }
+
     /// Counts a finished lookup.
     pub fn lookup(&self, outcome: &str, seconds: f64) {
         if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
@@ -167,7 +190,7 @@ impl Metrics {
             "broker_callers_refused_total {}",
             get(&self.callers_refused)
         );
-        out.push_str("# HELP broker_reload_failures_total Failed readings of the keys or caller credentials (the old ones kept).\n# TYPE broker_reload_failures_total counter\n");
+        out.push_str("# HELP broker_reload_failures_total Failed readings of the keys, caller credentials or TLS certificate (the old ones kept).\n# TYPE broker_reload_failures_total counter\n");
         for (i, what) in RELOADED.iter().enumerate() {
             let _ = writeln!(
                 out,

@@ -30,6 +30,7 @@ use kubelet_credentials::{Credential, Keyring};
 use tokio::time::Instant as Deadline;
 
 use crate::cluster::{Cluster, Fetched};
+use crate::token_binding;
 pub use served::ServedError;
 use served::{Rule, Served};
 use tokens::{TokenKey, Tokens};
@@ -276,9 +277,8 @@ async fn service_account(
     })
 }
 
-/// A token of the ServiceAccount for `audience` (TokenRequest). The kubelet binds its token to
-/// the pod; the broker has no pod, so its token is bound to nothing and lives the shortest
-/// time the API server grants.
+/// A token of the ServiceAccount for `audience` (TokenRequest), living the shortest time the
+/// API server grants and bound to the namespace's binding Secret (crate::token_binding).
 async fn token(
     cluster: &Cluster,
     namespace: &str,
@@ -289,7 +289,7 @@ async fn token(
         spec: Some(TokenRequestSpec {
             audiences: Some(vec![audience.to_owned()]),
             expiration_seconds: Some(TOKEN_SECONDS),
-            bound_object_ref: None,
+            bound_object_ref: Some(token_binding::bound_object()),
         }),
         ..TokenRequest::default()
     };

@@ -4,7 +4,6 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,6 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::answer::Answer;
-use crate::error::StartupError;
 use crate::metrics::Metrics;
 use crate::service::Broker;
 use crate::tls::ReloadingCertificate;
@@ -33,14 +31,13 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// port must not become a way to exhaust the broker's descriptors.
 pub const METRICS_CONNECTIONS: u32 = 64;
 
-/// The TLS configuration for `cert` and `key` (PEM files), read again while the broker runs
-/// (a renewed certificate is served without a restart: [`ReloadingCertificate`]).
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, StartupError> {
-    let certificate = ReloadingCertificate::new(cert, key)?;
+/// The TLS configuration serving `certificate`, read again while the broker runs (a renewed
+/// certificate is served without a restart: [`ReloadingCertificate`]).
+pub fn tls_acceptor(certificate: Arc<ReloadingCertificate>) -> TlsAcceptor {
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(certificate));
-    Ok(TlsAcceptor::from(Arc::new(config)))
+        .with_cert_resolver(certificate);
+    TlsAcceptor::from(Arc::new(config))
 }
 
 fn response(answer: Answer, head: bool) -> Response<Full<Bytes>> {

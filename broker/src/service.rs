@@ -9,10 +9,12 @@ use broker_reference::{
     BrokeredName, Credentials, ManifestReference, Unsealing, MALFORMED_PULL_SECRET,
 };
 use kubelet_credentials::Credential;
+use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
 use registry_client::credential_loop::{self, Attempt, Found, Manifest, Outcome, Unanswered};
 use registry_client::pool::{Pool, UrlSlot, MANIFEST_MEDIA_TYPES};
+use registry_client::RegistryError;
 use serde_json::json;
 use tokio::time::Instant as Deadline;
 
@@ -44,6 +46,12 @@ pub struct Limits {
     /// Lookups in flight to one registry for one namespace, so one tenant cannot take every
     /// slot of a registry (crate::gates).
     pub max_per_namespace: usize,
+    /// Lookups in flight in the whole broker for one namespace, whatever registries it names.
+    pub max_concurrent_per_namespace: usize,
+    /// Registries silent for one namespace at once before its lookups of registries that have
+    /// not answered it are answered at once: rotating made-up host names cannot evade the
+    /// back-off (crate::gates).
+    pub max_silent_per_namespace: usize,
     /// Registries whose state (limits, protocol, challenges) is kept at once.
     pub max_registries: usize,
     /// After a registry let an attempt of a namespace's lookup time out, how long that
@@ -129,6 +137,8 @@ impl Broker {
             max_concurrent: limits.max_concurrent,
             max_per_registry: limits.max_per_registry,
             max_per_namespace: limits.max_per_namespace,
+            max_concurrent_per_namespace: limits.max_concurrent_per_namespace,
+            max_silent_per_namespace: limits.max_silent_per_namespace,
             max_registries: limits.max_registries,
         });
         Broker {
@@ -318,6 +328,8 @@ impl Broker {
     fn record(&self, lookup: &credential_loop::Lookup, pass: &Pass, line: &mut LogLine) {
         if lookup.attempts.iter().any(Attempt::registry_was_silent) {
             pass.went_silent(self.limits.silent_backoff);
+        } else {
+            pass.answered();
         }
         line.attempts = lookup.attempts.iter().map(Attempt::word).collect();
         for attempt in &lookup.attempts {
@@ -553,6 +565,11 @@ impl Broker {
                 registry: registry.to_owned(),
                 backoff: self.limits.silent_backoff,
             }),
+            Err(Closed::SilentRegistries) => Err(Unanswerable::SilentRegistries {
+                registry: registry.to_owned(),
+                limit: self.limits.max_silent_per_namespace,
+                backoff: self.limits.silent_backoff,
+            }),
         }
     }
 
@@ -597,8 +614,15 @@ impl Broker {
             }
         };
         // the lookup's deadline is the credential loop's (credential_loop::run)
+        let started = Instant::now();
         match tokio::time::timeout(self.limits.attempt_timeout, work).await {
             Ok(Ok(found)) => Attempt::Found(found),
+            // a host that never completes a connection (a black hole, a TLS handshake left
+            // hanging) is as silent as one that never answers: its own time-out ran out
+            Ok(Err(error)) if connect_timed_out(&error) => Attempt::Failed(Unanswered::NoAnswer {
+                within: started.elapsed(),
+                lookup_deadline: false,
+            }),
             Ok(Err(error)) => credential_loop::classify(&error),
             Err(_) => Attempt::Failed(Unanswered::NoAnswer {
                 within: self.limits.attempt_timeout,
@@ -628,6 +652,12 @@ fn upstream_of(name: &BrokeredName, reference: &ManifestReference) -> Reference 
     }
 }
 
+/// Whether `error` is the registry client's connect time-out (`--connect-timeout-ms`), which
+/// covers the TLS handshake.
+fn connect_timed_out(error: &RegistryError) -> bool {
+    matches!(error, RegistryError::Oci(OciDistributionError::RequestError(e)) if e.is_timeout())
+}
+
 fn found_answer(found: Found) -> Answer {
     let mut headers = vec![
         ("Docker-Content-Digest", found.digest),
@@ -647,7 +677,6 @@ fn found_answer(found: Found) -> Answer {
     }
 }
 
-/// A 404 with the registry's own envelope, else a `MANIFEST_UNKNOWN` one.
 /// The answer a lookup's outcome gets, its details written to the log line.
 fn outcome_answer(
     outcome: Outcome,
@@ -686,60 +715,44 @@ fn outcome_answer(
     }
 }
 
-/// A 404 with the registry's not-found errors only: any other error of its envelope (a
-/// `DENIED` with words of the registry's choosing) is left out, so that what the policy reads
-/// as the broker's own words can only be the broker's. The `suggested` tags follow the first
-/// error's message (broker_reference::suggested_tags), after any list the registry wrote
-/// itself is taken out of every message.
+/// A 404 in the broker's own words: the OCI code of the registry's first not-found error
+/// (`MANIFEST_UNKNOWN` when it gave none), never its `message` or `detail`, which a registry a
+/// Pod author chose can fill with anything (a lure, or words that read as the broker's). The
+/// `suggested` tags (broker_reference::suggested_tags, checked against the tag rule there)
+/// follow the message: the one piece of registry text the broker passes on.
 fn not_found_answer(envelope: Option<String>, suggested: &[String]) -> Answer {
-    const NOT_FOUND_CODES: [&str; 3] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN", "NOT_FOUND"];
-    let kept: Vec<serde_json::Value> = envelope
+    let code = envelope
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|envelope| {
-            let errors = envelope.get("errors")?.as_array()?;
-            Some(
-                errors
-                    .iter()
-                    .filter(|e| {
-                        e.get("code")
-                            .and_then(|c| c.as_str())
-                            .is_some_and(|c| NOT_FOUND_CODES.contains(&c))
-                    })
-                    .cloned()
-                    .collect(),
-            )
+            envelope
+                .get("errors")?
+                .as_array()?
+                .iter()
+                .filter_map(|e| e.get("code")?.as_str())
+                .find_map(|code| NOT_FOUND.iter().find(|(known, _)| *known == code))
+                .copied()
         })
-        .unwrap_or_default();
-    let mut errors = if kept.is_empty() {
-        vec![json!({"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null})]
-    } else {
-        kept
-    };
-    suggest_in(&mut errors, suggested);
+        .unwrap_or(NOT_FOUND[0]);
+    let message = format!(
+        "{}{}",
+        code.1,
+        broker_reference::suggested_tags::mark(suggested)
+    );
+    let body = json!({"errors": [{"code": code.0, "message": message, "detail": null}]});
     Answer {
         status: 404,
         headers: vec![("Content-Type", "application/json".into())],
-        body: json!({ "errors": errors }).to_string().into_bytes(),
+        body: body.to_string().into_bytes(),
     }
 }
 
-/// `errors` with no tag list but the broker's: every message without the lists it holds, the
-/// first followed by `suggested`'s.
-fn suggest_in(errors: &mut [serde_json::Value], suggested: &[String]) {
-    for (i, error) in errors.iter_mut().enumerate() {
-        let message = error
-            .get("message")
-            .and_then(|m| m.as_str())
-            .unwrap_or_default();
-        let (_, mut message) = broker_reference::suggested_tags::read(message);
-        if i == 0 {
-            message.push_str(&broker_reference::suggested_tags::mark(suggested));
-        }
-        if let Some(object) = error.as_object_mut() {
-            object.insert("message".into(), serde_json::Value::String(message));
-        }
-    }
-}
+/// The not-found codes a 404 keeps, each with the broker's fixed words for it: words the
+/// policy reads as "absent" (`src/host/error.rs`), since clients show the message alone.
+const NOT_FOUND: [(&str, &str); 3] = [
+    ("MANIFEST_UNKNOWN", "manifest unknown"),
+    ("NAME_UNKNOWN", "repository name not known to registry"),
+    ("NOT_FOUND", "image manifest not found"),
+];
 
 /// The registry client's authorization for a keyring credential: a registry token as a
 /// bearer token, else username and password.
@@ -844,13 +857,42 @@ mod tests {
         assert!(l.get("reason").is_none(), "{l}");
     }
 
+    /// A registry's 404 reaches the caller as its code with the broker's words: its message
+    /// and detail (here a secret-looking string) never do, nor an error of another code.
+    #[test]
+    fn a_404_keeps_the_code_never_the_registrys_words() {
+        let body = |envelope: Option<&str>| {
+            let answer = not_found_answer(envelope.map(str::to_owned), &[]);
+            assert_eq!(answer.status, 404);
+            let text = String::from_utf8(answer.body).expect("UTF-8");
+            assert!(!text.contains("s3cr3t"), "{text}");
+            serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
+        };
+        let lure = r#"{"errors": [{"code": "DENIED", "message": "denied: s3cr3t-Lure"}, {"code": "NAME_UNKNOWN", "message": "token=s3cr3t-Lure", "detail": {"password": "s3cr3t-Lure"}}]}"#;
+        assert_eq!(
+            body(Some(lure)),
+            json!({"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry", "detail": null}]})
+        );
+        let fallback = json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]});
+        let odd = [
+            None,
+            Some("not JSON s3cr3t-Lure"),
+            Some(r#"{"errors": [{"code": "s3cr3t-Lure"}]}"#),
+        ];
+        for envelope in odd {
+            assert_eq!(body(envelope), fallback, "{envelope:?}");
+        }
+    }
+
     #[test]
     fn a_404_carries_the_brokers_suggestions_only() {
         let registry = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"gone (nearest tags: evil)"},{"code":"NAME_UNKNOWN","message":"x (nearest tags: evil2)"}]}"#;
         let answer = not_found_answer(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
-        assert_eq!(body["errors"][0]["message"], "gone (nearest tags: v1.2.3)");
-        assert_eq!(body["errors"][1]["message"], "x");
+        assert_eq!(
+            body,
+            json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown (nearest tags: v1.2.3)", "detail": null}]})
+        );
         let none = not_found_answer(None, &[]);
         let body: serde_json::Value = serde_json::from_slice(&none.body).expect("JSON");
         assert_eq!(body["errors"][0]["message"], "manifest unknown");

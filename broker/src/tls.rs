@@ -1,12 +1,17 @@
 //! The broker's TLS certificate, read again while it runs: cert-manager (or an operator)
 //! renews the mounted Secret in place, and a broker that kept its first certificate would
 //! fail every handshake once it expired. The files are read again at a handshake when the
-//! last reading is older than [`RELOAD_AFTER`]; a reading that fails (a mount caught
-//! mid-update, a key that does not match) keeps the certificate already held.
+//! last reading is older than the reload period (crate::reloading; the broker also
+//! reads them on that period when no handshake comes). A reading that fails (a mount caught
+//! mid-update, a key that does not match) keeps the certificate already held, and is loud like
+//! a failed key reload (crate::keys): a warning naming the file, never a byte of it,
+//! `broker_reload_failures_total{what="certificate"}`, and `/readyz` false once it has failed
+//! for the grace, since an expiring certificate would otherwise be noticed only when every
+//! handshake fails.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -14,13 +19,16 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use crate::error::StartupError;
-use crate::keys::RELOAD_AFTER;
+use crate::metrics::{Metrics, Reloaded};
+use crate::reloading::Reloading;
+#[cfg(test)]
+use crate::reloading::RELOAD_AFTER;
 
 /// The certificate chain and key of `--tls-cert` and `--tls-key`, kept current.
 pub struct ReloadingCertificate {
     cert: PathBuf,
     key: PathBuf,
-    held: Mutex<(Instant, Arc<CertifiedKey>)>,
+    held: Reloading<CertifiedKey>,
 }
 
 impl std::fmt::Debug for ReloadingCertificate {
@@ -39,27 +47,24 @@ impl ReloadingCertificate {
         Ok(ReloadingCertificate {
             cert: cert.to_owned(),
             key: key.to_owned(),
-            held: Mutex::new((Instant::now(), Arc::new(certified))),
+            held: Reloading::new(Reloaded::Certificate, certified),
         })
     }
 
-    /// The certificate held, read again first when older than [`RELOAD_AFTER`].
+    /// This pair, read again every `every`, its failed readings counted in `metrics`.
+    pub fn reloading(mut self, every: Duration, metrics: Arc<Metrics>) -> Self {
+        self.held = self.held.every(every, metrics);
+        self
+    }
+
+    /// The certificate held, read again first when older than the reload period.
     pub fn current(&self) -> Option<Arc<CertifiedKey>> {
-        let mut held = self.held.lock().ok()?;
-        if held.0.elapsed() >= RELOAD_AFTER {
-            if let Ok(certified) = load(&self.cert, &self.key) {
-                held.1 = Arc::new(certified);
-            }
-            held.0 = Instant::now();
-        }
-        Some(held.1.clone())
+        self.held.current(|| load(&self.cert, &self.key))
     }
 
     #[cfg(test)]
-    fn age_by(&self, by: std::time::Duration) {
-        if let Ok(mut held) = self.held.lock() {
-            held.0 -= by;
-        }
+    fn age_by(&self, by: Duration) {
+        self.held.age_by(by);
     }
 }
 
@@ -143,6 +148,45 @@ mod tests {
         std::fs::copy(&first_cert, &cert).expect("copy");
         reloading.age_by(RELOAD_AFTER);
         assert_eq!(served(&reloading), second);
+    }
+
+    /// A reading that fails is loud as a key reload's is: a warning naming the file (not its
+    /// bytes), a counted failure, and `/readyz` false past the grace until a reading succeeds.
+    #[test]
+    fn a_failed_reload_is_logged_counted_and_shown_on_readyz() {
+        use crate::logs::capture;
+        let dir = tempfile::tempdir().expect("dir");
+        let Some((cert, key)) = self_signed(dir.path(), "tls") else {
+            eprintln!("skipped: no openssl to make certificates");
+            return;
+        };
+        let metrics = Arc::new(Metrics::default());
+        metrics.set_ready();
+        let reloading = ReloadingCertificate::new(&cert, &key)
+            .expect("loads")
+            .reloading(Duration::ZERO, metrics.clone());
+        let first = reloading.current().expect("held").cert[0].to_vec();
+        let good_key = std::fs::read(&key).expect("the key");
+        std::fs::write(&key, "e2e-not-a-key-4k9w").expect("write");
+        let lines = capture::lines(|| {
+            let served = reloading.current().expect("held").cert[0].to_vec();
+            assert_eq!(served, first, "the pair held is still served");
+        });
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["msg"], "reloadFailed");
+        assert_eq!(lines[0]["level"], "WARN");
+        assert_eq!(lines[0]["what"], "certificate");
+        let error = lines[0]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("tls.key"), "{error}");
+        assert!(!lines[0].to_string().contains("4k9w"), "{}", lines[0]);
+        assert!(metrics
+            .render()
+            .contains("broker_reload_failures_total{what=\"certificate\"} 1\n"));
+        // the grace is 0 here: not ready until a reading succeeds
+        assert!(!metrics.is_ready());
+        std::fs::write(&key, good_key).expect("write");
+        reloading.current().expect("held");
+        assert!(metrics.is_ready());
     }
 
     #[test]

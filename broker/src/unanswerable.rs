@@ -50,6 +50,17 @@ pub enum Unanswerable {
         /// How long a silent registry is left alone.
         backoff: Duration,
     },
+    /// The namespace has too many registries silent, and this one has not answered it: a
+    /// tenant rotating made-up host names must not find each one new.
+    #[error("{registry} not asked: too many silent registries for this namespace ({})", too_many_silent(*limit, *backoff))]
+    SilentRegistries {
+        /// The registry asked for.
+        registry: String,
+        /// How many silent registries a namespace may have.
+        limit: usize,
+        /// How long a silent registry counts.
+        backoff: Duration,
+    },
     /// The broker is at one of its limits.
     #[error("the lookup broker is {why} {registry}")]
     Overloaded {
@@ -88,7 +99,7 @@ impl Unanswerable {
             Unanswerable::Undecodable(Refusal::Expired | Refusal::ExpiresTooLate) => "expired",
             Unanswerable::Undecodable(_) => "invalid",
             Unanswerable::RefusedDestination { .. } => "refusedDestination",
-            Unanswerable::Overloaded { .. } => "overloaded",
+            Unanswerable::Overloaded { .. } | Unanswerable::SilentRegistries { .. } => "overloaded",
             Unanswerable::NamespaceNotServed { .. } => "namespaceNotEnabled",
             Unanswerable::Silent { .. }
             | Unanswerable::SecretsUnavailable { .. }
@@ -105,6 +116,9 @@ impl Unanswerable {
             Unanswerable::SecretsUnavailable { error, .. }
             | Unanswerable::NamespaceUnreadable { error, .. } => Some(error.to_string()),
             Unanswerable::NamespaceNotServed { why, .. } => Some(why.words()),
+            Unanswerable::SilentRegistries { limit, backoff, .. } => {
+                Some(too_many_silent(*limit, *backoff))
+            }
             Unanswerable::Overloaded { .. } => None,
         }
     }
@@ -132,6 +146,14 @@ impl Unanswerable {
 fn silent_reason(registry: &str, backoff: Duration) -> String {
     format!(
         "{registry} let a lookup of this namespace time out in the last {} s; not asked again yet",
+        backoff.as_secs()
+    )
+}
+
+/// Why a namespace's lookup of a registry that has not answered it is not made.
+fn too_many_silent(limit: usize, backoff: Duration) -> String {
+    format!(
+        "{limit} or more registries let its lookups time out in the last {} s",
         backoff.as_secs()
     )
 }
@@ -181,6 +203,17 @@ mod tests {
             "the lookup broker is at its limit of concurrent lookups to r.example"
         );
         assert_eq!(busy.reason(), None);
+        let rotating = Unanswerable::SilentRegistries {
+            registry: "made-up.example".into(),
+            limit: 4,
+            backoff: Duration::from_secs(30),
+        };
+        assert_eq!(rotating.outcome(), "overloaded");
+        assert_eq!(rotating.answer().status, 503);
+        assert_eq!(
+            rotating.to_string(),
+            "made-up.example not asked: too many silent registries for this namespace (4 or more registries let its lookups time out in the last 30 s)"
+        );
         let refused = Unanswerable::RefusedDestination {
             registry: "10.0.0.1".into(),
             reason: "a private network".into(),

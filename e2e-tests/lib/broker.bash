@@ -9,11 +9,13 @@
 #       tests' registries are on loopback, which the broker refuses by default: it is allowed
 #       unless --no-loopback-allowance)
 #   broker_namespace_yaml NAMESPACE [VALUE|-]   # a Namespace that opted in (or VALUE, - none)
+#   broker_token_binding_yaml NAMESPACE          # the Secret its minted tokens are bound to
 #       -> BROKER_ADDR=127.0.0.1:PORT, BROKER_LOG (its stdout: one JSON line per lookup)
 #   broker_policy_server_start ps POLICIES.yml DOCKER-CONFIG-DIR SOURCES.yml KUBECONFIG
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
 #   deploy_broker_flags                     # deploy/broker.yaml's time-out and destination flags
+#   broker_readyz STATUS; broker_reload_fails WHAT FILE CONTENT  # readiness and failed reloads
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
 # policy-server ($POLICY_SERVER, else on PATH) is required; suites skip
@@ -34,6 +36,14 @@ BROKER_KEY_SECRET='{"namespace": "kubewarden", "name": "broker-key"}'
 broker_key_secret_yaml() {
   printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" "  name: broker-key" \
     "  namespace: kubewarden" "type: Opaque" "data:" "  key: $(printf '%s' "$BROKER_KEY" | base64 -w0)"
+}
+
+# broker_token_binding_yaml NAMESPACE: the Secret the broker binds the ServiceAccount tokens it
+# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/token_binding.rs).
+broker_token_binding_yaml() {
+  printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" \
+    "  name: resolvable-images-broker-token-binding" "  namespace: $1" \
+    "  uid: 5d2c8e0a-e2e0-4f1b-8a6d-binding00001" "type: Opaque"
 }
 
 # broker_namespace_yaml NAMESPACE [VALUE|-]: a Namespace for the fake API server labelled
@@ -212,6 +222,25 @@ broker_validate() {
     printf '%s\n' "$out" >>"$E2E_TRANSCRIPT_DIR/policy-run.log"
   fi
   jq -c '.response' <<<"$out"
+}
+
+# broker_readyz STATUS: the broker's /readyz answers STATUS.
+broker_readyz() {
+  [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$BROKER_METRICS/readyz")" == "$1" ]]
+}
+
+# broker_reload_fails WHAT FILE CONTENT: once FILE (of the files counted as WHAT, written with
+# CONTENT) is broken, /readyz turns 503 (with --reload-failure-seconds 1), a reloadFailed
+# warning names FILE but never CONTENT, and broker_reload_failures_total{what="WHAT"} counts it.
+broker_reload_fails() {
+  local what=$1 file=$2 content=$3
+  wait_until 10 broker_readyz 503 || _fail_with "still ready with a broken $what"
+  jq -se --arg f "$file" --arg w "$what" \
+    'any(.[]; .msg == "reloadFailed" and .level == "WARN" and .what == $w and (.error | contains($f)))' \
+    "$BROKER_LOG" >/dev/null || _fail_with "no warning naming $file: $(cat "$BROKER_LOG")"
+  ! grep -qF "$content" "$BROKER_LOG" || _fail_with "the file's content was logged"
+  curl -sf "http://$BROKER_METRICS/metrics" | grep -qE "^broker_reload_failures_total\{what=\"$what\"\} [1-9]" ||
+    _fail_with "not counted: $(curl -s "http://$BROKER_METRICS/metrics" | grep reload)"
 }
 
 # broker_lookups_of NAMESPACE: the broker's log lines for lookups in NAMESPACE.

@@ -15,8 +15,13 @@ for, and nothing more:
 - TokenRequest (POST /api/v1/namespaces/NS/serviceaccounts/NAME/token), for the broker's
   credential provider plugins: a fake token of an existing ServiceAccount, an unsigned JWT
   whose `aud` claim holds the audiences asked for and whose `sub` names the ServiceAccount,
-  unique per request (a `jti`). Each request is logged with its namespace, name and
-  audiences (never the token) in a `TokenRequest` line, for the tests to assert on.
+  unique per request (a `jti`). Stricter than a real API server, it refuses a request whose
+  `spec.boundObjectRef` is missing, so that a broker minting unbound tokens fails its tests;
+  the bound object is checked as the real one checks it (a Pod or Secret of the
+  ServiceAccount's namespace, a Pod only when it runs as that ServiceAccount, or a Node; its
+  UID when given) and named in the token's claims. Each request is logged with its namespace,
+  name, audiences and bound object (never the token) in a `TokenRequest` line, for the tests
+  to assert on.
 
 The directory is the one named in the file given by --dir-file, read again on every request,
 so one server follows the cluster a test hands to the host (lib/policy.bash writes the file
@@ -294,15 +299,40 @@ def _b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def fake_token(namespace, name, account, audiences, now, seconds):
-    """An unsigned JWT (alg none) for the ServiceAccount: nothing verifies it, the tests read
-    its claims."""
+def fake_token(namespace, name, account, audiences, now, seconds, bound):
+    """An unsigned JWT (alg none) for the ServiceAccount, naming the object it is bound to
+    (`bound`: kind, name, uid) as the real claims do: nothing verifies it, the tests read its
+    claims."""
     header = {"alg": "none", "typ": "JWT"}
     claims = {"aud": audiences, "sub": f"system:serviceaccount:{namespace}:{name}",
               "iat": now, "exp": now + seconds, "jti": str(uuid.uuid4()),
               "kubernetes.io": {"namespace": namespace, "serviceaccount": {
-                  "name": name, "uid": account["metadata"].get("uid", "")}}}
+                  "name": name, "uid": account["metadata"].get("uid", "")},
+                  bound[0].lower(): {"name": bound[1], "uid": bound[2]}}}
     return ".".join([_b64url(json.dumps(header).encode()), _b64url(json.dumps(claims).encode()), ""])
+
+
+def bound_object(objects, namespace, account, ref):
+    """The object a TokenRequest of ServiceAccount `namespace/account` binds its token to, as
+    (kind, name, uid), and None; or None and the refusal (code, reason, message). Refuses what
+    the real API server refuses, and, unlike it, a request bound to nothing."""
+    kind, name = ref.get("kind"), ref.get("name")
+    if not kind or not name:
+        return None, (400, "BadRequest", "this fake API server mints only bound tokens: "
+                                         "spec.boundObjectRef is missing")
+    if kind not in ("Pod", "Secret", "Node"):
+        return None, (400, "BadRequest", f"cannot bind token to object of type {kind}")
+    found = next((o for o in objects if o.get("kind") == kind and o["metadata"].get("name") == name
+                  and (kind == "Node" or o["metadata"].get("namespace", "default") == namespace)), None)
+    if found is None:
+        return None, (404, "NotFound", f'{kind.lower()}s "{name}" not found')
+    if kind == "Pod" and (found.get("spec") or {}).get("serviceAccountName") != account:
+        return None, (400, "BadRequest", f'cannot bind token for serviceaccount "{account}" '
+                                         "to pod running with different serviceaccount name.")
+    uid = found["metadata"].get("uid", "")
+    if ref.get("uid") and ref["uid"] != uid:
+        return None, (409, "Conflict", "the UID in the bound object reference does not match")
+    return (kind, name, uid), None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -435,12 +465,19 @@ class Handler(BaseHTTPRequestHandler):
         account = next((o for o in objects if o.get("kind") == "ServiceAccount"
                         and o["metadata"].get("namespace") == namespace
                         and o["metadata"].get("name") == name), None)
+        ref = spec.get("boundObjectRef")
+        ref = ref if isinstance(ref, dict) else {}
         sys.stderr.write(f"TokenRequest {namespace}/{name} audiences={json.dumps(audiences)} "
+                         f"bound={ref.get('kind', '-')}/{ref.get('name', '-')} "
                          f"found={account is not None}\n")
         sys.stderr.flush()
         if account is None:
             self.send_json(404, status(404, "NotFound", f'serviceaccounts "{name}" not found',
                                        {"name": name, "kind": "serviceaccounts"}))
+            return
+        bound, refusal = bound_object(objects, namespace, name, ref)
+        if refusal is not None:
+            self.send_json(refusal[0], status(*refusal))
             return
         seconds = spec.get("expirationSeconds") or 3600
         now = int(time.time())
@@ -448,7 +485,7 @@ class Handler(BaseHTTPRequestHandler):
             "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
-            "status": {"token": fake_token(namespace, name, account, audiences, now, seconds),
+            "status": {"token": fake_token(namespace, name, account, audiences, now, seconds, bound),
                        "expirationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                             time.gmtime(now + seconds))}})
 

@@ -10,11 +10,13 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
                records (first byte 0x14-0x17: the host's HTTPS probes of a plain-HTTP
                registry, which the registry refuses at once) pass undelayed, so the
                latency counts once per request, not once per probe.
-  hang         accepts connections, reads what the client sends, never answers.
+  hang         accepts connections, reads what the client sends, never answers. With
+               --listeners N, on N ports (N registries that never answer), all of them written
+               to PORT-FILE.all, one a line, before the first is written to --port-file.
   reset        reads the request, then closes the connection with an RST.
   status       answers every request with --status (e.g. 500, 503, 429) and a registry
                style JSON error body (--error-code, default UNAVAILABLE or TOOMANYREQUESTS;
-               --error-message);
+               --error-message; --error-detail);
                --retry-after S adds a Retry-After header.
   html         answers every request with --status (default 502) and an HTML body: an
                error that is not JSON (a proxy's or load balancer's page).
@@ -92,14 +94,26 @@ def pump(src, dst, delay):
                 pass
 
 
-def serve_tcp(args, handle):
-    """Accept loop for the raw TCP modes; one thread per connection."""
-    server = listen()
-    args.port = server.getsockname()[1]
+def serve_tcp(args, handle, listeners=1):
+    """Accept loops for the raw TCP modes, one per listening socket; one thread per
+    connection."""
+    servers = [listen() for _ in range(listeners)]
+    args.port = servers[0].getsockname()[1]
+    if listeners > 1:
+        tmp = args.port_file + ".all.tmp"
+        with open(tmp, "w") as f:
+            f.writelines(f"{s.getsockname()[1]}\n" for s in servers)
+        os.replace(tmp, args.port_file + ".all")
     announce(args, args.port)
-    while True:
-        conn, _ = server.accept()
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    def accept(server):
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    for server in servers[1:]:
+        threading.Thread(target=accept, args=(server,), daemon=True).start()
+    accept(servers[0])
 
 
 def run_delay(args):
@@ -136,7 +150,7 @@ def run_hang(args):
         except OSError:
             pass
 
-    serve_tcp(args, handle)
+    serve_tcp(args, handle, args.listeners)
 
 
 def run_reset(args):
@@ -253,10 +267,11 @@ def http_handler(args):
             if mode == "status":
                 headers = [("Retry-After", str(args.retry_after))] if args.retry_after else []
                 code = args.error_code or ("TOOMANYREQUESTS" if args.status == 429 else "UNAVAILABLE")
-                body = json.dumps({"errors": [{
-                    "code": code,
-                    "message": args.error_message or f"injected fault: status {args.status}",
-                }]}).encode()
+                error = {"code": code,
+                         "message": args.error_message or f"injected fault: status {args.status}"}
+                if args.error_detail:
+                    error["detail"] = args.error_detail
+                body = json.dumps({"errors": [error]}).encode()
                 self.answer(args.status, body, "application/json", headers)
             elif mode == "html":
                 body = (b"<html><head><title>Bad Gateway</title></head><body>"
@@ -300,6 +315,8 @@ def main():
     parser.add_argument("--retry-after", type=int, default=0)
     parser.add_argument("--error-code", help="status: the code in the JSON error body")
     parser.add_argument("--error-message", help="status: the message in the JSON error body")
+    parser.add_argument("--error-detail", help="status: the detail in the JSON error body")
+    parser.add_argument("--listeners", type=int, default=1, help="hang: how many ports")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     args = parser.parse_args()

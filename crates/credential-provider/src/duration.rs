@@ -5,8 +5,13 @@
 
 use std::time::Duration;
 
-/// Parses a Go duration; `None` for anything Go refuses, and for negative durations, which no
-/// cache duration can be.
+/// The longest duration Go has (`int64` nanoseconds, about 292 years), in seconds: Go refuses a
+/// longer one, and so does this parser, so that a plugin's `cacheDuration` near `u64::MAX`
+/// seconds never reaches time arithmetic (an `Instant` plus it would overflow and panic).
+const GO_MAX_SECONDS: f64 = i64::MAX as f64 / 1e9;
+
+/// Parses a Go duration; `None` for anything Go refuses (longer than [`GO_MAX_SECONDS`]
+/// included), and for negative durations, which no cache duration can be.
 pub fn parse_go_duration(text: &str) -> Option<Duration> {
     let rest = text.strip_prefix('+').unwrap_or(text);
     if rest == "0" {
@@ -42,6 +47,9 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         rest = &rest[unit_end..];
         total += value * seconds;
     }
+    if total > GO_MAX_SECONDS {
+        return None;
+    }
     Duration::try_from_secs_f64(total).ok()
 }
 
@@ -66,6 +74,18 @@ mod tests {
                 seconds,
                 "{text}"
             );
+        }
+    }
+
+    /// Go's own limit: `2562047h` is accepted, anything past `int64` nanoseconds refused, as
+    /// Go refuses it; what is accepted can be added to the clock without a panic.
+    #[test]
+    fn durations_past_gos_range_are_refused_and_the_longest_fits_the_clock() {
+        let longest = parse_go_duration("2562047h").expect("within Go's range");
+        assert!(std::time::Instant::now().checked_add(longest).is_some());
+        let near_max = format!("{}s", u64::MAX);
+        for text in ["2562048h", "5124095576030431h", near_max.as_str()] {
+            assert_eq!(parse_go_duration(text), None, "{text}");
         }
     }
 

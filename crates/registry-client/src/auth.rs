@@ -22,6 +22,9 @@ use sha2::{Digest, Sha256};
 const DEFAULT_TOKEN_SECS: u64 = 60;
 /// Tokens are dropped this long before they expire, so none expires in flight.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
+/// The longest a token is kept, whatever `expires_in` says: a registry chooses that number, and
+/// one near `u64::MAX` must neither overflow the clock nor pin a token for ever.
+const MAX_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// A credential reduced to a digest: the key of the token cache. It cannot
 /// be printed back into the credential, so holding it in maps is harmless.
@@ -131,9 +134,11 @@ pub struct TokenAnswer {
 }
 
 impl TokenAnswer {
-    /// The token and how long it may be kept, `None` when the answer has none.
+    /// The token and how long it may be kept (at most [`MAX_TOKEN_TTL`]), `None` when the
+    /// answer has none.
     pub fn into_token(self) -> Option<(String, Duration)> {
-        let ttl = Duration::from_secs(self.expires_in.unwrap_or(DEFAULT_TOKEN_SECS));
+        let ttl =
+            Duration::from_secs(self.expires_in.unwrap_or(DEFAULT_TOKEN_SECS)).min(MAX_TOKEN_TTL);
         let token = self.token.or(self.access_token)?;
         (!token.is_empty()).then_some((token, ttl))
     }
@@ -177,13 +182,14 @@ impl TokenCache {
         (Instant::now() < *expires).then(|| token.clone())
     }
 
-    /// Keep `token` for `key` for `ttl` (less a safety margin), within the cache's bounds.
+    /// Keep `token` for `key` for `ttl` (less a safety margin, at most [`MAX_TOKEN_TTL`]),
+    /// within the cache's bounds.
     pub fn insert(&self, key: TokenKey, token: String, ttl: Duration) {
         if token.len() > MAX_KEPT_TOKEN {
             return;
         }
         let now = Instant::now();
-        let expires = now + ttl.saturating_sub(EXPIRY_MARGIN);
+        let expires = now + ttl.min(MAX_TOKEN_TTL).saturating_sub(EXPIRY_MARGIN);
         let size = Tokens::size(&key, &token);
         if let Ok(mut tokens) = self.tokens.lock() {
             tokens.remove(&key);
@@ -269,6 +275,23 @@ mod tests {
         assert_eq!(cache.get(&key("r", "app", &a)).as_deref(), Some("t1"));
         cache.forget(&key("r", "app", &a), "t1");
         assert_eq!(cache.get(&key("r", "app", &a)), None);
+    }
+
+    /// A registry's `expires_in` near `u64::MAX` is kept a day at most: no overflow of the
+    /// clock (which panicked, resetting the connection), and the token is still used.
+    #[test]
+    fn a_huge_expires_in_is_clamped_never_a_panic() {
+        let answer: TokenAnswer =
+            serde_json::from_str(&format!(r#"{{"token": "t", "expires_in": {}}}"#, u64::MAX))
+                .expect("an answer");
+        let (token, ttl) = answer.into_token().expect("a token");
+        assert_eq!(ttl, MAX_TOKEN_TTL);
+        let cache = TokenCache::default();
+        let a = RegistryAuth::Anonymous;
+        cache.insert(key("r", "app", &a), token, Duration::from_secs(u64::MAX));
+        assert_eq!(cache.get(&key("r", "app", &a)).as_deref(), Some("t"));
+        cache.insert(key("r", "max", &a), "m".into(), Duration::MAX);
+        assert_eq!(cache.get(&key("r", "max", &a)).as_deref(), Some("m"));
     }
 
     #[test]

@@ -87,3 +87,47 @@ fn a_registry_that_moves_to_tokens_is_followed_at_its_next_401() {
         "the token service was never asked: {heads:?}"
     );
 }
+
+/// A token service answering `expires_in` near `u64::MAX` (which overflowed the token cache's
+/// clock arithmetic and panicked): the lookup is answered, and the token kept and reused.
+#[test]
+fn a_token_with_a_huge_expires_in_is_used_and_kept_without_a_panic() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let realm = format!("http://{address}/token");
+    serve(listener, seen.clone(), move |head| {
+        if head.starts_with("GET /token") {
+            let body = format!(r#"{{"token":"tok-huge","expires_in":{}}}"#, u64::MAX);
+            return reply("200 OK", &["Content-Type: application/json".into()], &body);
+        }
+        if head.contains("Bearer tok-huge") {
+            let headers = [
+                format!("Docker-Content-Digest: {DIGEST}"),
+                "Content-Type: application/vnd.oci.image.manifest.v1+json".into(),
+            ];
+            return reply("200 OK", &headers, "");
+        }
+        let challenge = format!(r#"WWW-Authenticate: Bearer realm="{realm}",service="registry""#);
+        reply("401 Unauthorized", &[challenge], "")
+    });
+
+    registry_client::install_tls_provider();
+    let sources =
+        Sources::from_yaml(&format!("insecure_sources: [\"{address}\"]\n")).expect("sources");
+    let pool = Pool::new(sources);
+    let reference: Reference = format!("{address}/team/app:v1").parse().expect("reference");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let slot = UrlSlot::default();
+    for _ in 0..2 {
+        let found =
+            runtime.block_on(pool.manifest_digest(&reference, &RegistryAuth::Anonymous, &slot));
+        assert_eq!(found.expect("found with the token"), DIGEST);
+    }
+    let heads = seen.lock().expect("seen").clone();
+    let asked = heads.iter().filter(|h| h.starts_with("GET /token")).count();
+    assert_eq!(asked, 1, "the token was not kept: {heads:?}");
+}
