@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The lookup broker (broker/) and a stock policy-server in front of it, on 127.0.0.1, for
-# 97-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
+# 94-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
 # registry_stop_all stops them with the registries.
 #
 #   broker_start broker {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD]
