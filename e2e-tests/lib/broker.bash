@@ -39,7 +39,7 @@ broker_key_secret_yaml() {
 }
 
 # broker_token_binding_yaml NAMESPACE: the Secret the broker binds the ServiceAccount tokens it
-# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/token_binding.rs).
+# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/cluster/token_binding.rs).
 broker_token_binding_yaml() {
   printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" \
     "  name: resolvable-images-broker-token-binding" "  namespace: $1" \
