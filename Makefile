@@ -161,7 +161,8 @@ lint:
 
 # Every native unit and integration test of the workspace's default members: the policy's
 # decisions, the shared crates, the broker, the test host, and the fuzz targets over their
-# corpus (fuzz/tests/replay.rs).
+# corpus (fuzz/tests/replay.rs). A crate's integration tests are one binary (`tests/tests.rs`,
+# its suites as modules): each binary links the whole crate.
 .PHONY: test
 test:
 	$(NATIVE_CARGO) test

@@ -2,7 +2,7 @@
 //! lookups are rewritten, what the answers mean, messages that name the real registry, and
 //! that no image a Pod author writes reaches the broker's host.
 
-mod common;
+use crate::common;
 
 use common::*;
 
