@@ -3,7 +3,7 @@
 # flags, no loopback allowance): one namespace's anonymous lookups (team-b, which did not opt
 # in) asked of the broker directly, as the policy server asks them (sealed names, the caller
 # credential), alone and then beside a neighbour namespace whose pods name a host that never
-# answers and an internal address (e2e-tests/93-safe-install.bats asserts the same
+# answers and an internal address (e2e-tests/89-safe-install.bats asserts the same
 # structurally). Prints team-b's p50 and p99 both ways, their ratio and its errors; nothing is
 # asserted. Needs only the broker binary (`make broker`); skips, saying so, without it.
 # Knobs: BENCH_SAFE_REPEATS (lookups per column, 50), BROKER_BIN.

@@ -24,9 +24,9 @@ mkdir -p "$work"
 export POLICY_WASM POLICY_HOST E2E_TRANSCRIPT_DIR
 
 passed=0 failed=0 skipped=0
-TIMED_SUITES=(30-unreachable 35-faults 45-certainty 93-safe-install 94-tag-suggestions
-  96-policy-server-hung-registry
-  97-broker 97-broker-lifecycle 97-broker-limits 97-broker-providers 98-audit)
+TIMED_SUITES=(30-unreachable 35-faults 45-certainty 89-safe-install 90-tag-suggestions
+  93-policy-server-hung-registry
+  94-broker 95-broker-limits 96-broker-providers 97-broker-lifecycle 98-audit)
 jobs=${E2E_JOBS:-2}
 if ((jobs > 1)) && ! command -v parallel >/dev/null; then
   echo "e2e: no GNU parallel (make setup installs it): one suite file at a time" >&2

@@ -23,7 +23,7 @@ scenarios=("$root"/e2e-tests/scenarios/*.json)
 sha="sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
 {
   jq -r '.. | objects | .image? // empty | strings' "${requests[@]}"
-  sed -n '/^mod tests/,$p' "$root/src/vocabulary/reference.rs" | grep -o '"[^"]*"' | sed 's/^"//; s/"$//' |
+  grep -o '"[^"]*"' "$root/src/vocabulary/reference/tests.rs" | sed 's/^"//; s/"$//' |
     grep -v '[{}]'
   printf '%s\n' "busybox@$sha" "ghcr.io/org/app:1.2@$sha" "[::1]:5000/team/app:v1@$sha" \
     "repo@sha512:$(printf 'a%.0s' {1..128})" "localhost:5000" "index.docker.io/busybox"

@@ -13,8 +13,11 @@ a file (`crate::credentials::Keyring`, re-exported by `credentials/mod.rs`, is t
 code may reach anywhere: it is not part of the layering, whether an item under `#[cfg(test)]`
 or a whole file declared so (`#[cfg(test)] mod tests;`), with the files below it.
 
-Usage: scripts/import-cycles.py [SRC_DIR ...]   (default: src). Exit 1 when any SRC_DIR has a
-cycle.
+With `--max-entries N`, also fails on a folder of a SRC_DIR that holds more than N entries
+(files and folders): a floor of the layering that a reader must take in at once.
+
+Usage: scripts/import-cycles.py [--max-entries N] [SRC_DIR ...]   (default: src). Exit 1 when
+any SRC_DIR has a cycle or, with --max-entries, a folder over N entries.
 """
 
 import pathlib
@@ -211,9 +214,26 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
 
 
+def crowded(src: pathlib.Path, limit: int) -> int:
+    """Prints each folder of `src` (itself included) holding more than `limit` entries."""
+    failed = 0
+    for folder in [src, *sorted(p for p in src.rglob("*") if p.is_dir())]:
+        entries = [p for p in folder.iterdir() if p.is_dir() or p.suffix == ".rs"]
+        if len(entries) > limit:
+            failed = 1
+            print(f"import-cycles: {folder}/ holds {len(entries)} entries, over {limit}")
+    return failed
+
+
 def main() -> int:
-    dirs = [pathlib.Path(d) for d in sys.argv[1:]] or [pathlib.Path("src")]
-    return max(check(src) for src in dirs)
+    args, limit = sys.argv[1:], None
+    if args[:1] == ["--max-entries"] and len(args) > 1:
+        limit, args = int(args[1]), args[2:]
+    dirs = [pathlib.Path(d) for d in args] or [pathlib.Path("src")]
+    failed = max(check(src) for src in dirs)
+    if limit is not None:
+        failed = max([failed] + [crowded(src, limit) for src in dirs])
+    return failed
 
 
 def strongly_connected(graph: dict) -> list:

@@ -29,5 +29,11 @@ while IFS= read -r f; do
     *) bash -n "$f" || status=1 ;;
   esac
 done < <(git ls-files '*.sh' '*.bash' '*.bats' .ci/run .ci/setup)
+# e2e suites run in the order of their numbers: one number, one suite.
+dups="$(git ls-files 'e2e-tests/[0-9]*.bats' | sed -E 's,.*/([0-9]+)-.*,\1,' | sort | uniq -d)"
+if [[ -n "$dups" ]]; then
+  echo "shell-syntax: e2e suite numbers used twice: $dups" >&2
+  status=1
+fi
 [[ $status -eq 0 ]] && echo "shell-syntax: every shell and bats file parses"
 exit $status

@@ -14,7 +14,7 @@ def run(files: dict) -> subprocess.CompletedProcess:
     return run_crates({"src": files})
 
 
-def run_crates(crates: dict) -> subprocess.CompletedProcess:
+def run_crates(crates: dict, *options: str) -> subprocess.CompletedProcess:
     """Writes each crate's files under `<tmp>/<name>` and checks the folders in that order."""
     with tempfile.TemporaryDirectory() as tmp:
         dirs = []
@@ -25,11 +25,18 @@ def run_crates(crates: dict) -> subprocess.CompletedProcess:
                 (src / name).parent.mkdir(parents=True, exist_ok=True)
                 (src / name).write_text(text)
         return subprocess.run(
-            [sys.executable, str(SCRIPT), *dirs], capture_output=True, text=True
+            [sys.executable, str(SCRIPT), *options, *dirs], capture_output=True, text=True
         )
 
 
 class ImportCycles(unittest.TestCase):
+    def test_a_folder_over_the_entry_limit_fails_naming_it(self):
+        files = {"main.rs": "mod a;\n", "a/mod.rs": "", "a/b.rs": "", "a/c.rs": ""}
+        crowded = run_crates({"src": files}, "--max-entries", "2")
+        self.assertEqual(crowded.returncode, 1, crowded.stdout)
+        self.assertIn("/a/ holds 3 entries, over 2", crowded.stdout)
+        self.assertEqual(run_crates({"src": files}, "--max-entries", "3").returncode, 0)
+
     def test_a_cycle_through_a_group_import_fails_naming_both_files(self):
         out = run({
             "lib.rs": "pub mod a;\npub mod b;\n",

@@ -2,7 +2,7 @@
 //! lookups are rewritten, what the answers mean, messages that name the real registry, and
 //! that no image a Pod author writes reaches the broker's host.
 
-mod common;
+use crate::common;
 
 use common::*;
 
@@ -268,7 +268,7 @@ fn a_namespace_the_broker_does_not_serve_is_a_warning_saying_so() {
 }
 
 /// docs/broker.md's table gives the warning of each refused namespace: the policy reads the
-/// broker's two refusals (whose words `broker/src/tenancy.rs` checks against the same table)
+/// broker's two refusals (whose words `broker/src/cluster/tenancy.rs` checks against the same table)
 /// into exactly those.
 #[test]
 fn a_refused_namespace_gets_the_warning_docs_broker_md_gives() {

@@ -4,7 +4,7 @@
 //! verdict; a template whose ServiceAccount names no pull secret is sealed anonymous, which the
 //! broker serves without the namespace's opt-in.
 
-mod common;
+use crate::common;
 
 use common::*;
 

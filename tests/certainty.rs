@@ -2,7 +2,7 @@
 //! stays within what Kubernetes keeps and what a user may read. One test per point of the
 //! issue that introduced these rules.
 
-mod common;
+use crate::common;
 
 use common::*;
 use resolvable_images_policy::host::InMemoryHost;

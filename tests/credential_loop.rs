@@ -4,7 +4,7 @@
 //! naming both secrets; a 500 and a 404 is uncertain; refusals alone are unauthorized. No
 //! credential reaches any output.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! provider the kubelet skips for the pod names what the pod lacks; and what `cachedOnNodes`
 //! says under each `imagePullCredentialsVerificationPolicy`.
 
-mod common;
+use crate::common;
 
 use common::*;
 

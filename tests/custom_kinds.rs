@@ -1,7 +1,7 @@
 //! Custom kinds (`customResources`) through the whole decision path, natively: image fields
 //! and pod specs found by JSONPath, their pull secrets, and pinning through their pointers.
 
-mod common;
+use crate::common;
 
 use common::*;
 

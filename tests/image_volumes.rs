@@ -3,7 +3,7 @@
 //! references, UPDATE, one lookup per reference shared with a container, pull secrets,
 //! exemptions, mirrors, custom kinds, pinning and platforms.
 
-mod common;
+use crate::common;
 
 use common::*;
 

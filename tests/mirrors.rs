@@ -1,7 +1,7 @@
 //! Mirrors (`registries`) through the whole decision path, natively, on the real admission
 //! request fixtures: the chain of locations, what is named, what is asked.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -3,7 +3,7 @@
 //! no node. Platform matching and scheduling have their unit tables in
 //! `src/settings/platforms.rs` and `src/vocabulary/scheduling.rs`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use resolvable_images_policy::evaluate::NOT_PINNED_ANNOTATION;

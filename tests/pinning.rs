@@ -1,7 +1,7 @@
 //! Digest pinning (`pinDigests`) through the whole decision path, natively, on the real
 //! admission request fixtures: what is pinned, with which digest, and what is left alone.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,7 +1,7 @@
 //! Required platforms (`requiredPlatforms`) through the whole decision path, natively, on the
 //! real admission request fixtures: indexes, single manifests read from their config, Nodes.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,7 +1,7 @@
 //! The whole decision path, natively, on real admission requests (`tests/fixtures/requests`)
 //! with the registry behind an in-memory host.
 
-mod common;
+use crate::common;
 
 use common::*;
 use resolvable_images_policy::evaluate::validate_payload;

@@ -2,7 +2,7 @@
 //! template, ServiceAccount fallback), both secret formats, the findings, credentialed lookups
 //! and their fallback, and that no secret byte reaches any output.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! the documented sentence is whole within the warning's first 256 bytes, and the audit
 //! annotation `resolvable-images/warnings` keeps the whole text.
 
-mod common;
+use crate::common;
 
 use common::*;
 

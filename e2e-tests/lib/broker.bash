@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The lookup broker (broker/) and a stock policy-server in front of it, on 127.0.0.1, for
-# 97-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
+# 94-broker.bats. Both processes are registered under $E2E_WORK/registries/NAME/pid, so
 # registry_stop_all stops them with the registries.
 #
 #   broker_start broker {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD]
@@ -39,7 +39,7 @@ broker_key_secret_yaml() {
 }
 
 # broker_token_binding_yaml NAMESPACE: the Secret the broker binds the ServiceAccount tokens it
-# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/token_binding.rs).
+# mints in NAMESPACE to (docs/broker.md, "Installing"; broker/src/cluster/token_binding.rs).
 broker_token_binding_yaml() {
   printf '%s\n' "---" "apiVersion: v1" "kind: Secret" "metadata:" \
     "  name: resolvable-images-broker-token-binding" "  namespace: $1" \

@@ -1,6 +1,5 @@
 //! What the integration tests share: the fixtures' images, reading fixtures, a cluster, and
 //! running `validate` the way the host does.
-#![allow(dead_code)] // each test binary uses its own subset
 
 use resolvable_images_policy::evaluate::validate_payload;
 use resolvable_images_policy::host::InMemoryHost;

@@ -11,7 +11,7 @@ use oci_client::Reference;
 use registry_client::pool::{Pool, UrlSlot};
 use registry_client::sources::Sources;
 
-mod common;
+use crate::common;
 use common::{reply, serve};
 
 const DIGEST: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

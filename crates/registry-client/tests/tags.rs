@@ -9,7 +9,7 @@ use oci_client::Reference;
 use registry_client::pool::{Pool, TagLimits, TagListError, UrlSlot};
 use registry_client::sources::Sources;
 
-mod common;
+use crate::common;
 use common::{reply, serve};
 
 const LIMITS: TagLimits = TagLimits {

@@ -194,7 +194,7 @@ no_broker_in_messages() {
     _fail_with "the broker looked team-c up: $(broker_lookups_of team-c)"
   # (the policy server reads team-c's secrets itself, for the policy's routing, from the same
   # fake API server: that the broker reads none is shown on the broker alone, in
-  # 97-broker-limits.bats)
+  # 95-broker-limits.bats)
   jq -se 'all(.[]; .msg != "lookup" or .namespace != "team-c" or ((.attempts // "[]") | fromjson | length) == 0)' "$BROKER_LOG" >/dev/null ||
     _fail_with "a registry was asked for team-c"
 }

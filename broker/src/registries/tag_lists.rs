@@ -1,4 +1,5 @@
-//! The tags a 404 suggests (crate::nearest_tags), from the repository's tag listing made with
+//! The tags a 404 suggests (crate::registries::nearest_tags), from the repository's tag
+//! listing made with
 //! the credential the registry accepted for the lookup (a pull secret's, a plugin's, or none),
 //! cached per namespace, credential, registry and repository, so that one namespace's listing
 //! never answers another's, and a rollout of one typo in many Pods lists once. A listing is
@@ -15,7 +16,7 @@ use registry_client::auth::Identity;
 use registry_client::pool::{Pool, TagLimits, UrlSlot};
 use tokio::time::Instant as Deadline;
 
-use crate::nearest_tags;
+use crate::registries::nearest_tags;
 
 /// What one listing reads at most: 1,000 tags a page (distribution's own default page), 20
 /// pages, 4 MiB.

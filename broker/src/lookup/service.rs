@@ -18,19 +18,19 @@ use registry_client::RegistryError;
 use serde_json::json;
 use tokio::time::Instant as Deadline;
 
-use crate::answer::Answer;
-use crate::caller::Caller;
-use crate::cause::Cause;
+use crate::cluster::providers::{Given, NodeProviders, Question};
+use crate::cluster::tenancy::{self, Admission, NotServed, Tenancy};
 use crate::cluster::{Cluster, ClusterError};
-use crate::destinations::Destinations;
-use crate::gates::{Closed, GateLimits, Gates, Pass};
-use crate::keys::Keys;
-use crate::logs;
-use crate::metrics::Metrics;
-use crate::providers::{Given, NodeProviders, Question};
-use crate::tag_lists::{Asked, TagLists};
-use crate::tenancy::{self, Admission, NotServed, Tenancy};
-use crate::unanswerable::{Overload, Unanswerable};
+use crate::lookup::answer::Answer;
+use crate::lookup::cause::Cause;
+use crate::lookup::gates::{Closed, GateLimits, Gates, Pass};
+use crate::lookup::unanswerable::{Overload, Unanswerable};
+use crate::registries::destinations::Destinations;
+use crate::registries::tag_lists::{Asked, TagLists};
+use crate::telemetry::logs;
+use crate::telemetry::metrics::Metrics;
+use crate::trust::caller::Caller;
+use crate::trust::keys::Keys;
 
 /// The limits of a broker; every one bounds something a Pod author can influence.
 #[derive(Debug, Clone)]
@@ -44,13 +44,13 @@ pub struct Limits {
     /// Lookups in flight to one registry, so a silent registry cannot take every slot.
     pub max_per_registry: usize,
     /// Lookups in flight to one registry for one namespace, so one tenant cannot take every
-    /// slot of a registry (crate::gates).
+    /// slot of a registry (crate::lookup::gates).
     pub max_per_namespace: usize,
     /// Lookups in flight in the whole broker for one namespace, whatever registries it names.
     pub max_concurrent_per_namespace: usize,
     /// Registries silent for one namespace at once before its lookups of registries that have
     /// not answered it are answered at once: rotating made-up host names cannot evade the
-    /// back-off (crate::gates).
+    /// back-off (crate::lookup::gates).
     pub max_silent_per_namespace: usize,
     /// Registries whose state (limits, protocol, challenges) is kept at once.
     pub max_registries: usize,
@@ -156,7 +156,8 @@ impl Broker {
         }
     }
 
-    /// The broker, suggesting the nearest tags on a `GET` answered 404 (crate::tag_lists).
+    /// The broker, suggesting the nearest tags on a `GET` answered 404
+    /// (crate::registries::tag_lists).
     pub fn with_tag_suggestions(mut self, tag_lists: TagLists) -> Self {
         self.tag_lists = Some(tag_lists);
         self
@@ -501,14 +502,15 @@ impl Broker {
     }
 
     /// Whether `name` spends nothing of its namespace: no pull secret named and no plugin
-    /// covering the image (crate::tenancy serves it without the opt-in).
+    /// covering the image (crate::cluster::tenancy serves it without the opt-in).
     fn anonymous(&self, name: &BrokeredName) -> bool {
         let image = format!("{}/{}", name.registry, name.repository);
         matches!(&name.credentials, Credentials::PullSecrets(names) if names.is_empty())
             && !self.providers.as_ref().is_some_and(|p| p.cover(&image))
     }
 
-    /// Whether `namespace` is served (crate::tenancy): a protected one is refused by name, an
+    /// Whether `namespace` is served (crate::cluster::tenancy): a protected one is refused by
+    /// name, an
     /// `anonymous` lookup of any other served unread, a credentialed one by its Namespace's
     /// label; nothing else is read before this says yes.
     async fn serves(
@@ -707,7 +709,8 @@ fn outcome_answer(
             ),
         ),
         Outcome::Unreachable { reason } => {
-            // the class alone (crate::cause): the policy's warning names the registry, and the
+            // the class alone (crate::lookup::cause): the policy's warning names the registry, and
+            // the
             // registry's own words stay in the operator's log
             line.reason = Some(reason.to_string());
             Answer::error(503, "UNAVAILABLE", &Cause::of(&reason).words(&reason))
@@ -775,7 +778,7 @@ fn describe(credentials: &Credentials) -> String {
     }
 }
 
-/// One structured line per lookup (a `tracing` event, JSON on stdout: crate::logs); the
+/// One structured line per lookup (a `tracing` event, JSON on stdout: crate::telemetry::logs); the
 /// lists are their JSON text, an absent value (`servedBy` before a credential found it) is
 /// left out.
 fn log(line: &LogLine, took: Duration) {
@@ -816,110 +819,4 @@ fn unix_now() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::logs::capture;
-
-    #[test]
-    fn the_lookup_line_keeps_its_keys_and_its_lists_as_json_text() {
-        let line = LogLine {
-            method: "HEAD",
-            name: None,
-            reference: "v1".into(),
-            outcome: "found",
-            status: 200,
-            matched: Some(3),
-            attempts: vec!["unauthorized", "found"],
-            served_by: Some(1),
-            skipped: vec!["secret/gone".into()],
-            reason: None,
-            suggested: None,
-        };
-        let lines = capture::lines(|| log(&line, Duration::from_millis(42)));
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        let l = &lines[0];
-        assert_eq!(l["msg"], "lookup");
-        assert_eq!(l["method"], "HEAD");
-        assert_eq!(l["namespace"], "");
-        assert_eq!(l["reference"], "v1");
-        assert_eq!(l["outcome"], "found");
-        assert_eq!(l["status"], 200);
-        assert_eq!(l["credentialsMatched"], 3);
-        assert_eq!(l["servedBy"], 1);
-        assert_eq!(l["ms"], 42);
-        let attempts: Vec<String> =
-            serde_json::from_str(l["attempts"].as_str().expect("text")).expect("JSON");
-        assert_eq!(attempts, ["unauthorized", "found"]);
-        let skipped: Vec<String> =
-            serde_json::from_str(l["skippedSecrets"].as_str().expect("text")).expect("JSON");
-        assert_eq!(skipped, ["secret/gone"]);
-        // no reason, no key
-        assert!(l.get("reason").is_none(), "{l}");
-    }
-
-    /// A registry's 404 reaches the caller as its code with the broker's words: its message
-    /// and detail (here a secret-looking string) never do, nor an error of another code.
-    #[test]
-    fn a_404_keeps_the_code_never_the_registrys_words() {
-        let body = |envelope: Option<&str>| {
-            let answer = not_found_answer(envelope.map(str::to_owned), &[]);
-            assert_eq!(answer.status, 404);
-            let text = String::from_utf8(answer.body).expect("UTF-8");
-            assert!(!text.contains("s3cr3t"), "{text}");
-            serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
-        };
-        let lure = r#"{"errors": [{"code": "DENIED", "message": "denied: s3cr3t-Lure"}, {"code": "NAME_UNKNOWN", "message": "token=s3cr3t-Lure", "detail": {"password": "s3cr3t-Lure"}}]}"#;
-        assert_eq!(
-            body(Some(lure)),
-            json!({"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry", "detail": null}]})
-        );
-        let fallback = json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown", "detail": null}]});
-        let odd = [
-            None,
-            Some("not JSON s3cr3t-Lure"),
-            Some(r#"{"errors": [{"code": "s3cr3t-Lure"}]}"#),
-        ];
-        for envelope in odd {
-            assert_eq!(body(envelope), fallback, "{envelope:?}");
-        }
-    }
-
-    #[test]
-    fn a_404_carries_the_brokers_suggestions_only() {
-        let registry = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"gone (nearest tags: evil)"},{"code":"NAME_UNKNOWN","message":"x (nearest tags: evil2)"}]}"#;
-        let answer = not_found_answer(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
-        let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
-        assert_eq!(
-            body,
-            json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown (nearest tags: v1.2.3)", "detail": null}]})
-        );
-        let none = not_found_answer(None, &[]);
-        let body: serde_json::Value = serde_json::from_slice(&none.body).expect("JSON");
-        assert_eq!(body["errors"][0]["message"], "manifest unknown");
-    }
-
-    #[test]
-    fn a_lookup_not_decoded_has_no_credentials_matched_nor_served_by() {
-        let line = LogLine {
-            method: "GET",
-            name: None,
-            reference: String::new(),
-            outcome: "unsealed",
-            status: 401,
-            matched: None,
-            attempts: Vec::new(),
-            served_by: None,
-            skipped: Vec::new(),
-            reason: None,
-            suggested: None,
-        };
-        let lines = capture::lines(|| log(&line, Duration::ZERO));
-        let l = &lines[0];
-        assert!(
-            l.get("credentialsMatched").is_none() && l.get("servedBy").is_none(),
-            "{l}"
-        );
-        assert_eq!(l["attempts"], "[]");
-        assert_eq!(l["skippedSecrets"], "[]");
-    }
-}
+mod tests;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use broker_reference::{Refusal, NAMESPACE_NOT_ENABLED};
 
-use crate::answer::Answer;
+use crate::cluster::tenancy::NotServed;
 use crate::cluster::ClusterError;
-use crate::tenancy::NotServed;
+use crate::lookup::answer::Answer;
 
 /// A lookup the broker could not make.
 #[derive(Debug, thiserror::Error)]

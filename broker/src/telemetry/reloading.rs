@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::metrics::{Metrics, Reloaded};
+use crate::telemetry::metrics::{Metrics, Reloaded};
 
 /// How old a value may be before it is read again by default: well under the kubelet's sync
 /// period for mounted Secrets (about a minute).

@@ -1,10 +1,15 @@
-//! The pull secrets of a lookup, and whether its namespace opted in, read from the API server: the named Secrets of the lookup's
+//! The cluster side: the pull secrets of a lookup, and whether its namespace opted in, read
+//! from the API server: the named Secrets of the lookup's
 //! namespace, or those its ServiceAccount lists, turned into the kubelet's keyring by the
 //! policy's own rules (the `kubelet-credentials` crate). Objects are cached for a few
 //! seconds (a burst of lookups for one pod reads each once), in a cache bounded by bytes.
 //!
 //! The API server is read with `kube`: its configuration from the cluster (the pod's
 //! ServiceAccount), a kubeconfig, or `--apiserver` with a token file, and typed objects.
+
+pub mod providers;
+pub mod tenancy;
+pub mod token_binding;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

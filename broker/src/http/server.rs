@@ -19,10 +19,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::answer::Answer;
-use crate::metrics::Metrics;
-use crate::service::Broker;
-use crate::tls::ReloadingCertificate;
+use crate::http::tls::ReloadingCertificate;
+use crate::lookup::answer::Answer;
+use crate::lookup::service::Broker;
+use crate::telemetry::metrics::Metrics;
 
 /// How long the accept loop rests after an accept error: EMFILE, the usual one, lasts until
 /// connections close, and retrying at once would spin a core.

@@ -1,10 +1,10 @@
 //! The broker's TLS certificate, read again while it runs: cert-manager (or an operator)
 //! renews the mounted Secret in place, and a broker that kept its first certificate would
 //! fail every handshake once it expired. The files are read again at a handshake when the
-//! last reading is older than the reload period (crate::reloading; the broker also
+//! last reading is older than the reload period (crate::telemetry::reloading; the broker also
 //! reads them on that period when no handshake comes). A reading that fails (a mount caught
 //! mid-update, a key that does not match) keeps the certificate already held, and is loud like
-//! a failed key reload (crate::keys): a warning naming the file, never a byte of it,
+//! a failed key reload (crate::trust::keys): a warning naming the file, never a byte of it,
 //! `broker_reload_failures_total{what="certificate"}`, and `/readyz` false once it has failed
 //! for the grace, since an expiring certificate would otherwise be noticed only when every
 //! handshake fails.
@@ -18,11 +18,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::error::StartupError;
-use crate::metrics::{Metrics, Reloaded};
-use crate::reloading::Reloading;
+use crate::telemetry::metrics::{Metrics, Reloaded};
+use crate::telemetry::reloading::Reloading;
 #[cfg(test)]
-use crate::reloading::RELOAD_AFTER;
+use crate::telemetry::reloading::RELOAD_AFTER;
+use crate::trust::error::StartupError;
 
 /// The certificate chain and key of `--tls-cert` and `--tls-key`, kept current.
 pub struct ReloadingCertificate {
@@ -154,7 +154,7 @@ mod tests {
     /// bytes), a counted failure, and `/readyz` false past the grace until a reading succeeds.
     #[test]
     fn a_failed_reload_is_logged_counted_and_shown_on_readyz() {
-        use crate::logs::capture;
+        use crate::telemetry::logs::capture;
         let dir = tempfile::tempdir().expect("dir");
         let Some((cert, key)) = self_signed(dir.path(), "tls") else {
             eprintln!("skipped: no openssl to make certificates");

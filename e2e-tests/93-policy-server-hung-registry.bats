@@ -3,7 +3,7 @@
 # on the real policy-server (lib/policy_server.bash; skipped, saying so, without one). With
 # lookupRegistries the policy never asks it; without, the stock server's lookup waits for as
 # long as the registry holds the connection. Its own server: the stock behaviour leaves the
-# server's lookups stuck until the registry goes away, which must not reach 95-policy-server.
+# server's lookups stuck until the registry goes away, which must not reach 91-policy-server.
 # Bounded: the webhook-side client gives up after PS_CLIENT_TIMEOUT (4 s here) and the server
 # runs with --policy-timeout 2; the times measured are printed in the TAP stream (`# ...`
 # lines) and recorded in docs/policy-server.md. What is asserted is the stock behaviour

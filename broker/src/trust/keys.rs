@@ -2,10 +2,10 @@
 //! mounted Secret, so that a key can be rotated (the new one added, the policy switched to it,
 //! the old one removed) without a restart. The kubelet updates a mounted Secret in place, so the
 //! directory is read again when a lookup arrives and the last reading is older than
-//! the reload period (crate::reloading; the broker also reads it on that period
+//! the reload period (crate::telemetry::reloading; the broker also reads it on that period
 //! when no lookup comes). A reading that fails keeps the keys already held, and is loud: a
 //! warning naming the file (never a byte of it), `broker_reload_failures_total{what="keys"}`,
-//! and `/readyz` false once it has failed for the grace (crate::metrics).
+//! and `/readyz` false once it has failed for the grace (crate::telemetry::metrics).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use broker_reference::SealingKey;
 
-use crate::error::StartupError;
-use crate::metrics::{Metrics, Reloaded};
-use crate::reloading::Reloading;
+use crate::telemetry::metrics::{Metrics, Reloaded};
+use crate::telemetry::reloading::Reloading;
+use crate::trust::error::StartupError;
 
 /// The sealing keys the broker accepts.
 pub struct Keys {
@@ -81,8 +81,8 @@ fn read_dir(dir: &Path) -> Result<Vec<SealingKey>, StartupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logs::capture;
-    use crate::reloading::RELOAD_AFTER;
+    use crate::telemetry::logs::capture;
+    use crate::telemetry::reloading::RELOAD_AFTER;
 
     #[test]
     fn reads_every_key_of_a_secret_mount_and_refuses_weak_ones() {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::cluster::ClusterError;
-use crate::destinations::{InvalidNetwork, InvalidRegistryName};
+use crate::registries::destinations::{InvalidNetwork, InvalidRegistryName};
 
 /// A configuration the broker cannot serve with.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +62,7 @@ pub enum StartupError {
     CredentialProviders(#[from] credential_provider::ConfigError),
     /// `--provider-namespaces` cannot be used.
     #[error(transparent)]
-    ProviderNamespaces(#[from] crate::providers::ServedError),
+    ProviderNamespaces(#[from] crate::cluster::providers::ServedError),
     /// `--sources` does not parse.
     #[error(transparent)]
     Sources(#[from] registry_client::ConfigError),

@@ -3,11 +3,12 @@
 //! `username:password`, so neither the content nor the length leaks through timing.
 //!
 //! The credential can be rotated without a restart and without a lookup refused: the mounted
-//! Secret is read again on the reload period (crate::reloading), and besides `password` every `*-password` key
+//! Secret is read again on the reload period (crate::telemetry::reloading), and besides
+//! `password` every `*-password` key
 //! (`next-password` during a switch) is accepted too (docs/broker.md, "Rotating the caller
 //! credential"). A reading that fails keeps what was held, and is loud (a warning naming the
 //! file, `broker_reload_failures_total{what="callers"}`, `/readyz` false after the grace), as
-//! for the keys (crate::keys). A password shorter than [`MIN_PASSWORD_BYTES`] is refused, at
+//! for the keys (crate::trust::keys). A password shorter than [`MIN_PASSWORD_BYTES`] is refused, at
 //! start-up and at a reload.
 
 use std::path::{Path, PathBuf};
@@ -17,9 +18,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use crate::error::StartupError;
-use crate::metrics::{Metrics, Reloaded};
-use crate::reloading::Reloading;
+use crate::telemetry::metrics::{Metrics, Reloaded};
+use crate::telemetry::reloading::Reloading;
+use crate::trust::error::StartupError;
 
 /// The shortest caller password accepted: 16 bytes, 128 bits when random (the install
 /// instructions make 32 random bytes); the credential is all that stands between the
@@ -150,8 +151,8 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logs::capture;
-    use crate::reloading::RELOAD_AFTER;
+    use crate::telemetry::logs::capture;
+    use crate::telemetry::reloading::RELOAD_AFTER;
 
     fn basic(s: &str) -> Vec<u8> {
         format!(

@@ -5,14 +5,14 @@
 //!
 //! What the kubelet would get is uncertain when a plugin fails, hangs, or needs what the
 //! broker cannot know (the pod's ServiceAccount when the sealed name gives pull secrets), or is
-//! not run for the lookup's namespace (crate::providers::served): such a plugin is a
+//! not run for the lookup's namespace (crate::cluster::providers::served): such a plugin is a
 //! [`Given::Failed`] entry, an attempt without a definitive answer, so the lookup can be found
 //! by another credential but is never a certain failure. A plugin the kubelet would not run (a
 //! required ServiceAccount annotation missing) gives nothing, as on the node.
 //!
 //! Runs are shared fairly (`credential_provider::RunLimits`: one per cache key, a namespace's
 //! share, a key silenced after a run that failed or outlived its lookup), and tokens are reused
-//! as the kubelet reuses them (crate::providers::tokens).
+//! as the kubelet reuses them (crate::cluster::providers::tokens).
 
 mod served;
 mod tokens;
@@ -29,8 +29,8 @@ use kube::api::{Api, PostParams};
 use kubelet_credentials::{Credential, Keyring};
 use tokio::time::Instant as Deadline;
 
+use crate::cluster::token_binding;
 use crate::cluster::{Cluster, Fetched};
-use crate::token_binding;
 pub use served::ServedError;
 use served::{Rule, Served};
 use tokens::{TokenKey, Tokens};
@@ -97,7 +97,7 @@ impl NodeProviders {
     }
 
     /// The providers, with the namespaces each serves (`--provider-namespaces` entries,
-    /// crate::providers::served) and their runs within `limits`.
+    /// crate::cluster::providers::served) and their runs within `limits`.
     pub fn serving(mut self, entries: &[String], limits: RunLimits) -> Result<Self, ServedError> {
         let names = self
             .plugins
@@ -278,7 +278,7 @@ async fn service_account(
 }
 
 /// A token of the ServiceAccount for `audience` (TokenRequest), living the shortest time the
-/// API server grants and bound to the namespace's binding Secret (crate::token_binding).
+/// API server grants and bound to the namespace's binding Secret (crate::cluster::token_binding).
 async fn token(
     cluster: &Cluster,
     namespace: &str,
@@ -474,7 +474,7 @@ mod tests {
     #[tokio::test]
     async fn a_provider_not_named_for_the_namespace_is_not_run_and_leaves_it_uncertain() {
         let mut loaded = None;
-        let lines = crate::logs::capture::lines(|| {
+        let lines = crate::telemetry::logs::capture::lines(|| {
             loaded = Some(plugins_serving(&provider("answers", ""), &[]));
         });
         let (dir, providers) = loaded.expect("loaded");
