@@ -9,7 +9,8 @@
 #          broker's connections to it stay open between lookups, the server's do not);
 #   50 ms  cold, through e2e-tests/lib/fault_proxy.py adding 50 ms to every registry request.
 # Both policies get timeBudgetMs 30000 (deploy/ has 1500) so that slow lookups are timed, not
-# turned into warnings. Prints p50 and p99 per row and their ratio broker / own lookups;
+# turned into warnings. Prints p50 and p99 per row, their ratio broker / own lookups and the
+# policy server's CPU per request (the broker's is not counted: it is another process);
 # nothing is asserted. Skips, saying so, without a policy-server (POLICY_SERVER, else on PATH)
 # or the broker. Knobs: BENCH_COST_REQUESTS (warm requests per policy and Pod size, 200; cold a
 # tenth, 50 ms away a twentieth, each at least 3), BROKER_BIN, POLICY_SERVER.
@@ -84,11 +85,11 @@ cost_case() {
     def ms: if . >= 100 then round else . * 10 | round / 10 end;
     def r2: . * 100 | round / 100;
     (map({key: .target, value: .}) | from_entries) as $m | $m.engine as $e | $m.broker as $b
-    | "| \($case) | \($n) | \($e.requests) | \($e.p50_ms | ms) / \($e.p99_ms | ms) | \($b.p50_ms | ms) / \($b.p99_ms | ms) | \($b.p50_ms / $e.p50_ms | r2) / \($b.p99_ms / $e.p99_ms | r2) | \([.[] | .errors + .not_allowed + .warned] | add) |"' "$raw"
+    | "| \($case) | \($n) | \($e.requests) | \($e.p50_ms | ms) / \($e.p99_ms | ms) | \($b.p50_ms | ms) / \($b.p99_ms | ms) | \($b.p50_ms / $e.p50_ms | r2) / \($b.p99_ms / $e.p99_ms | r2) | \($e.server_cpu_us_per_request) / \($b.server_cpu_us_per_request) | \([.[] | .errors + .not_allowed + .warned] | add) |"' "$raw"
 }
 
-echo "| registry | images | requests per policy | own lookups: p50 / p99 (ms) | through the broker: p50 / p99 (ms) | broker / own: p50 / p99 | errors, denials, warnings |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| registry | images | requests per policy | own lookups: p50 / p99 (ms) | through the broker: p50 / p99 (ms) | broker / own: p50 / p99 | server CPU per request, own / broker (µs) | errors, denials, warnings |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for n in 1 10; do cost_case warm "$n" "$WARM" "$REG_ANON"; done
 cold=$((WARM / 10 > 3 ? WARM / 10 : 3)) slow=$((WARM / 20 > 3 ? WARM / 20 : 3))
 for n in 1 10; do cost_case cold "$n" "$cold" "$REG_ANON" tagged; done
