@@ -20,24 +20,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 # shellcheck source=bench/policy_server.sh
 source "$ROOT/bench/policy_server.sh"
-POLICY_WASM=${BENCH_POLICY_WASM:-$ROOT/annotated-policy.wasm}
+broker_server_bench "The safe install's cost: every lookup through the broker against the server's own (real policy-server)"
 WARM=${BENCH_COST_REQUESTS:-200}
-
-echo
-echo "## The safe install's cost: every lookup through the broker against the server's own (real policy-server)"
-echo
-if ! policy_server_bin >/dev/null; then
-  echo "skipped: no policy-server (set POLICY_SERVER, or put policy-server on PATH)"
-  exit 0
-fi
-if [[ ! -x "$(broker_bin)" || ! -f "$POLICY_WASM" ]]; then
-  echo "skipped: no broker binary ($(broker_bin)) or policy ($POLICY_WASM): run 'make broker annotated-policy.wasm'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-trap 'registry_stop_all; rm -rf "$E2E_WORK"' EXIT
 LOADGEN=$E2E_WORK/loadgen
 rustc --edition 2021 -O "$ROOT/bench/loadgen.rs" -o "$LOADGEN"
 
