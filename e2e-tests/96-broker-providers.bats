@@ -426,24 +426,16 @@ records_above() { (($(records "$1") > $2)); }
   no_secret_leaked
 }
 
-# deploy_settings: the policy's settings of deploy/policy-server.yaml, its broker host and key
-# Secret replaced by this suite's, and the nodes' provider `hangs` in credentialProviders, as a
-# user running plugins pastes them.
-deploy_settings() {
+# hanging_plugin_settings: the policy's settings of deploy/policy-server.yaml, its broker host and
+# key Secret replaced by this suite's, and the nodes' provider `hangs` in credentialProviders, as
+# a user running plugins pastes them.
+hanging_plugin_settings() {
   local providers
   providers=$(jq -cn --arg m "$REG_AUTH/hangs" '{apiVersion: "kubelet.config.k8s.io/v1",
     kind: "CredentialProviderConfig", providers: [{name: "hangs", matchImages: [$m],
     defaultCacheDuration: "0s", apiVersion: "credentialprovider.kubelet.k8s.io/v1"}]}')
-  deploy_policy_spec | jq -c --arg host "$BROKER_ADDR" --argjson key "$BROKER_KEY_SECRET" --argjson providers "$providers" \
-      '.settings | .lookupBroker.host = $host | .lookupBroker.keySecret = $key | .credentialProviders = $providers'
-}
-
-# deploy_policy_spec: the spec of deploy/policy-server.yaml's ClusterAdmissionPolicy, as JSON.
-deploy_policy_spec() {
-  python3 -c 'import json, sys, yaml
-docs = yaml.safe_load_all(open(sys.argv[1]))
-print(json.dumps(next(d for d in docs if d and d.get("kind") == "ClusterAdmissionPolicy")["spec"]))' \
-    "$REPO_ROOT/deploy/policy-server.yaml"
+  deploy_settings "$BROKER_ADDR" | jq -c --argjson key "$BROKER_KEY_SECRET" --argjson providers "$providers" \
+    '.lookupBroker.keySecret = $key | .credentialProviders = $providers'
 }
 
 # deploy_flag NAME: the value of the broker's --NAME in deploy/broker.yaml.
@@ -494,7 +486,7 @@ expect_one_run_per_pair() {
   local before req
   before=$(records hangs)
   req=$(hung_pod_request hangs/host-pair)
-  run --separate-stderr policy_run "$req" --settings-json "$(deploy_settings)" \
+  run --separate-stderr policy_run "$req" --settings-json "$(hanging_plugin_settings)" \
     --cluster-dir "$(e2e_workdir)/cluster/broker-providers" \
     --docker-config-json-path "$(write_docker_config broker-caller-host "$BROKER_ADDR" "$BROKER_CALLER_USER" "$BROKER_CALLER_PASSWORD")" \
     --sources-path "$(write_sources_yaml broker-providers-host --insecure "$REG_AUTH" --insecure "$BROKER_ADDR")"
@@ -510,7 +502,7 @@ expect_one_run_per_pair() {
     skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the test host case above runs instead"
   deploy_broker_start broker-providers-deploy-ps
   local policies="$(e2e_workdir)/broker-providers-deploy-policies.yml" before req
-  broker_policies "$policies" deploy "$(deploy_settings)"
+  broker_policies "$policies" deploy "$(hanging_plugin_settings)"
   jq --argjson t "$DEPLOY_EVAL_S" '.deploy.timeoutEvalSeconds = $t' "$policies" >"$policies.tmp"
   mv "$policies.tmp" "$policies"
   broker_policy_server_start ps-deploy "$policies" \

@@ -16,6 +16,7 @@
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
 #   deploy_broker_flags                     # deploy/broker.yaml's time-out and destination flags
 #   deploy_settings BROKER-HOST             # deploy/policy-server.yaml's policy settings, as JSON
+#   deploy_policy_spec                      # its ClusterAdmissionPolicy's spec, as JSON
 #   broker_readyz STATUS; broker_reload_fails WHAT FILE CONTENT  # readiness and failed reloads
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
@@ -108,14 +109,15 @@ EOF
 # deploy_settings BROKER-HOST: the ClusterAdmissionPolicy's settings of deploy/policy-server.yaml,
 # as JSON, with lookupBroker.host replaced.
 deploy_settings() {
-  python3 - "$REPO_ROOT/deploy/policy-server.yaml" "$1" <<'EOF'
-import json, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-[policy] = [d for d in docs if d["kind"] == "ClusterAdmissionPolicy"]
-settings = policy["spec"]["settings"]
-settings["lookupBroker"]["host"] = sys.argv[2]
-print(json.dumps(settings))
-EOF
+  deploy_policy_spec | jq -c --arg host "$1" '.settings | .lookupBroker.host = $host'
+}
+
+# deploy_policy_spec: the spec of deploy/policy-server.yaml's ClusterAdmissionPolicy, as JSON.
+deploy_policy_spec() {
+  python3 -c 'import json, sys, yaml
+docs = yaml.safe_load_all(open(sys.argv[1]))
+print(json.dumps(next(d for d in docs if d and d.get("kind") == "ClusterAdmissionPolicy")["spec"]))' \
+    "$REPO_ROOT/deploy/policy-server.yaml"
 }
 
 # broker_bin: the broker binary ($BROKER_BIN, else the workspace's build, `make broker`).
