@@ -47,8 +47,8 @@ pub enum Given {
     Failed(String),
 }
 
-/// The configured plugins.
-pub struct NodeProviders {
+/// Runs the node's configured credential provider plugins for lookups.
+pub struct ProviderRunner {
     plugins: Plugins,
     served: Served,
     tokens: Tokens,
@@ -66,9 +66,9 @@ pub struct Question<'a> {
     pub deadline: Deadline,
 }
 
-impl NodeProviders {
+impl ProviderRunner {
     /// The plugins of the config file `config`, run from `bin_dir`; like the kubelet, refuses
-    /// a bin directory or a plugin that does not exist. Until [`NodeProviders::serving`], the
+    /// a bin directory or a plugin that does not exist. Until [`ProviderRunner::serving`], the
     /// providers without `tokenAttributes` serve no namespace.
     pub fn load(config: &Path, bin_dir: &Path) -> Result<Self, ConfigError> {
         let providers = credential_provider::load(config)?;
@@ -89,7 +89,7 @@ impl NodeProviders {
                 bin_dir.display()
             )));
         }
-        Ok(NodeProviders {
+        Ok(ProviderRunner {
             plugins: Plugins::new(PathBuf::from(bin_dir), providers),
             served: Served::default(),
             tokens: Tokens::default(),
@@ -314,7 +314,7 @@ mod tests {
     /// A plugin directory with executables `answers` (answering `robot` and a password for
     /// registry.test) and `fails` (exiting 1), and a config whose providers are `providers`
     /// (YAML list entries).
-    fn plugins(providers: &str) -> (tempfile::TempDir, NodeProviders) {
+    fn plugins(providers: &str) -> (tempfile::TempDir, ProviderRunner) {
         let every: Vec<&str> = ["answers", "fails"]
             .into_iter()
             .filter(|name| providers.contains(&format!("name: {name}\n")))
@@ -331,7 +331,7 @@ mod tests {
 
     /// As [`plugins`], with these `--provider-namespaces` entries; `answers` records its runs
     /// in the directory's `record`.
-    fn plugins_serving(providers: &str, entries: &[&str]) -> (tempfile::TempDir, NodeProviders) {
+    fn plugins_serving(providers: &str, entries: &[&str]) -> (tempfile::TempDir, ProviderRunner) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).expect("the bin directory");
@@ -357,7 +357,7 @@ mod tests {
         )
         .expect("a config");
         let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
-        let loaded = NodeProviders::load(&config, &bin)
+        let loaded = ProviderRunner::load(&config, &bin)
             .expect("a valid config")
             .serving(&entries, RunLimits::default())
             .expect("valid entries");
@@ -381,7 +381,7 @@ mod tests {
     }
 
     /// What `providers` give team-a's lookup of [`IMAGE`] naming `credentials`.
-    async fn given_to(providers: &NodeProviders, credentials: Credentials) -> Vec<Given> {
+    async fn given_to(providers: &ProviderRunner, credentials: Credentials) -> Vec<Given> {
         providers
             .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
             .await
@@ -462,9 +462,9 @@ mod tests {
             ),
         )
         .expect("a config");
-        let no_dir = NodeProviders::load(&config, &dir.path().join("nowhere"));
+        let no_dir = ProviderRunner::load(&config, &dir.path().join("nowhere"));
         assert!(matches!(no_dir, Err(ConfigError::Invalid { .. })));
-        let no_plugin = NodeProviders::load(&config, dir.path());
+        let no_plugin = ProviderRunner::load(&config, dir.path());
         let Err(ConfigError::Invalid { problem, .. }) = no_plugin else {
             panic!("a config naming a plugin that is not there was accepted");
         };
