@@ -454,18 +454,34 @@ fn check_token_attributes(
 mod tests {
     use super::*;
 
+    /// Why a test's document is refused: its syntax, or a rule of the kubelet's.
+    #[derive(Debug, thiserror::Error)]
+    enum Refused {
+        #[cfg(feature = "plugins")]
+        #[error("{0}")]
+        Yaml(#[from] serde_yaml::Error),
+        #[error("{0}")]
+        Json(#[from] serde_json::Error),
+        #[error("{0}")]
+        Rule(#[from] ConfigProblem),
+    }
+
+    impl Refused {
+        fn contains(&self, words: &str) -> bool {
+            self.to_string().contains(words)
+        }
+    }
+
     #[cfg(feature = "plugins")]
-    fn parse(yaml: &str) -> Result<Vec<Provider>, String> {
-        let file: CredentialProviderConfig =
-            serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-        file.check().map_err(|e| e.to_string())
+    fn parse(yaml: &str) -> Result<Vec<Provider>, Refused> {
+        let file: CredentialProviderConfig = serde_yaml::from_str(yaml)?;
+        Ok(file.check()?)
     }
 
     /// The format read as JSON, as the policy's settings carry it.
-    fn parse_json(json: serde_json::Value) -> Result<Vec<Provider>, String> {
-        let file: CredentialProviderConfig =
-            serde_json::from_value(json).map_err(|e| e.to_string())?;
-        file.check().map_err(|e| e.to_string())
+    fn parse_json(json: serde_json::Value) -> Result<Vec<Provider>, Refused> {
+        let file: CredentialProviderConfig = serde_json::from_value(json)?;
+        Ok(file.check()?)
     }
 
     #[test]
@@ -592,7 +608,18 @@ providers:
             assert!(error.contains(problem), "{provider}: {error}");
         }
         let twice = parse(&base(&format!("{ok}{ok}"))).expect_err("twice");
-        assert!(twice.contains("named twice"), "{twice}");
+        assert!(
+            matches!(&twice, Refused::Rule(ConfigProblem::NamedTwice(name)) if name == "p"),
+            "{twice}"
+        );
+        let no_images = parse(&base(cases[0].0)).expect_err("no matchImages");
+        let Refused::Rule(ConfigProblem::Provider { name, problem }) = no_images else {
+            panic!("not a provider's rule: {no_images}");
+        };
+        assert_eq!(
+            (name.as_str(), *problem),
+            ("p", ConfigProblem::NoMatchImages)
+        );
         let unknown = parse(&base(
             "  - {name: p, matchImage: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n",
         ))
@@ -602,7 +629,7 @@ providers:
     }
 
     /// One provider with the single `matchImages` entry `entry`, read as the policy's settings.
-    fn with_match_image(entry: &str) -> Result<Vec<Provider>, String> {
+    fn with_match_image(entry: &str) -> Result<Vec<Provider>, Refused> {
         parse_json(serde_json::json!({
             "apiVersion": "kubelet.config.k8s.io/v1",
             "kind": "CredentialProviderConfig",

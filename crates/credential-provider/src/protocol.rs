@@ -220,6 +220,11 @@ mod tests {
             assert!(error.contains(problem), "{text}: {error}");
             assert!(!error.contains("s3cret"), "{error}");
         }
+        let other_kind = r#"{"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "Other", "cacheKeyType": "Image"}"#;
+        assert_eq!(
+            parse_response(other_kind.as_bytes(), V1),
+            Err(ResponseError::Kind("Other".into()))
+        );
     }
 
     #[test]

@@ -253,6 +253,13 @@ mod tests {
             assert!(error.contains(problem), "{entry}: {error}");
         }
         assert!(matches!(
+            served(&["ecr=team in (blue"]),
+            Err(ServedError::Syntax {
+                problem: SelectorProblem::UnclosedParenthesis,
+                ..
+            })
+        ));
+        assert!(matches!(
             served(&["ecrr=team=blue"]),
             Err(ServedError::UnknownProvider(name)) if name == "ecrr"
         ));
