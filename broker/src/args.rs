@@ -366,7 +366,7 @@ impl Args {
                 &self.image_credential_provider_bin_dir,
             ) {
                 (Some(config), Some(bin_dir)) => broker.with_providers(
-                    providers::NodeProviders::load(config, bin_dir)?
+                    providers::ProviderRunner::load(config, bin_dir)?
                         .serving(&self.provider_namespaces, self.plugin_limits())?,
                 ),
                 _ => broker,

@@ -12,7 +12,7 @@ pub mod providers;
 use crate::host::budget::Budget;
 use crate::host::Host;
 use crate::judge::node_images::{name_nodes, NodeImages};
-use crate::judge::providers::{Coverage, NodeProviders};
+use crate::judge::providers::{Coverage, ProviderCoverage};
 use crate::lookup::{Found, Lookups};
 use crate::plan::finding::{Finding, Subject};
 use crate::plan::{Check, Plan, Pod};
@@ -50,7 +50,7 @@ struct Judge<'a, 's, 'p, H: Host> {
     lookups: &'a mut Lookups<'s>,
     platforms: PlatformChecker<'a, H>,
     node_images: NodeImages<'a, H>,
-    providers: NodeProviders<'a, H>,
+    providers: ProviderCoverage<'a, H>,
     judgement: Judgement,
 }
 
@@ -70,7 +70,7 @@ pub fn judge(
         lookups,
         platforms: PlatformChecker::new(settings.required_platforms(), host, budget),
         node_images: NodeImages::new(host, budget),
-        providers: NodeProviders::new(settings.credential_providers(), host, budget),
+        providers: ProviderCoverage::new(settings.credential_providers(), host, budget),
         judgement: Judgement {
             findings: secret_findings(plan),
             ..Judgement::default()

@@ -40,18 +40,19 @@ enum Account {
     Unreadable,
 }
 
-/// The providers, and the ServiceAccounts read for them, at most once each per request.
-pub struct NodeProviders<'a, H: Host> {
+/// Predicts which of the nodes' providers cover an image for a pod (the policy runs none),
+/// reading the ServiceAccounts it needs at most once each per request.
+pub struct ProviderCoverage<'a, H: Host> {
     providers: &'a [Provider],
     host: &'a H,
     budget: &'a Budget,
     accounts: HashMap<(String, String), Account>,
 }
 
-impl<'a, H: Host> NodeProviders<'a, H> {
+impl<'a, H: Host> ProviderCoverage<'a, H> {
     /// Nothing is read until a coverage is asked of a provider with `tokenAttributes`.
     pub fn new(providers: &'a [Provider], host: &'a H, budget: &'a Budget) -> Self {
-        NodeProviders {
+        ProviderCoverage {
             providers,
             host,
             budget,

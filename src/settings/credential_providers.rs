@@ -163,7 +163,7 @@ pub fn providers(config: Option<CredentialProviderConfig>) -> Result<Vec<Provide
         None => Ok(Vec::new()),
         Some(config) => config.check().map_err(|problem| Problem {
             field: String::new(),
-            problem,
+            problem: problem.to_string(),
         }),
     }
 }

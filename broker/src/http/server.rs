@@ -20,7 +20,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::http::tls::ReloadingCertificate;
-use crate::lookup::answer::Answer;
+use crate::lookup::reply::Reply;
 use crate::lookup::service::Broker;
 use crate::telemetry::metrics::Metrics;
 
@@ -40,7 +40,7 @@ pub fn tls_acceptor(certificate: Arc<ReloadingCertificate>) -> TlsAcceptor {
     TlsAcceptor::from(Arc::new(config))
 }
 
-fn response(answer: Answer, head: bool) -> Response<Full<Bytes>> {
+fn response(answer: Reply, head: bool) -> Response<Full<Bytes>> {
     let length = answer.body.len();
     let body = if head {
         Bytes::new()
@@ -102,7 +102,7 @@ pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, connect
         tokio::spawn(async move {
             let _held = held;
             let service = service_fn(move |request: Request<Incoming>| {
-                let answer = metrics_answer(&metrics, request.uri().path());
+                let answer = metrics_reply(&metrics, request.uri().path());
                 async move { Ok::<_, Infallible>(response(answer, false)) }
             });
             let http = connections.http();
@@ -115,9 +115,9 @@ pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, connect
     }
 }
 
-fn metrics_answer(metrics: &Metrics, path: &str) -> Answer {
+fn metrics_reply(metrics: &Metrics, path: &str) -> Reply {
     match path {
-        "/metrics" => Answer {
+        "/metrics" => Reply {
             status: 200,
             headers: vec![("Content-Type", "text/plain; version=0.0.4".into())],
             body: metrics.render().into_bytes(),
@@ -282,8 +282,8 @@ where
     let _ = connection.await;
 }
 
-fn text(status: u16, body: &str) -> Answer {
-    Answer {
+fn text(status: u16, body: &str) -> Reply {
+    Reply {
         status,
         headers: vec![("Content-Type", "text/plain".into())],
         body: body.as_bytes().to_vec(),

@@ -18,12 +18,12 @@ use registry_client::RegistryError;
 use serde_json::json;
 use tokio::time::Instant as Deadline;
 
-use crate::cluster::providers::{Given, NodeProviders, Question};
+use crate::cluster::providers::{Given, ProviderRunner, Question};
 use crate::cluster::tenancy::{self, Admission, NotServed, Tenancy};
 use crate::cluster::{Cluster, ClusterError};
-use crate::lookup::answer::Answer;
 use crate::lookup::cause::Cause;
 use crate::lookup::gates::{Closed, GateLimits, Gates, Pass};
+use crate::lookup::reply::Reply;
 use crate::lookup::unanswerable::{Overload, Unanswerable};
 use crate::registries::destinations::Destinations;
 use crate::registries::tag_lists::{Asked, TagLists};
@@ -80,7 +80,7 @@ pub struct Broker {
     /// Limits.
     pub limits: Limits,
     gates: Gates,
-    providers: Option<NodeProviders>,
+    providers: Option<ProviderRunner>,
     tag_lists: Option<TagLists>,
 }
 
@@ -164,16 +164,16 @@ impl Broker {
     }
 
     /// The broker, also trying the credentials of the node's credential provider plugins.
-    pub fn with_providers(mut self, providers: NodeProviders) -> Self {
+    pub fn with_providers(mut self, providers: ProviderRunner) -> Self {
         self.providers = Some(providers);
         self
     }
 
     /// Answers one request of the distribution API.
-    pub async fn handle(&self, method: &str, path: &str, authorization: Option<&[u8]>) -> Answer {
+    pub async fn handle(&self, method: &str, path: &str, authorization: Option<&[u8]>) -> Reply {
         if !self.caller.admits(authorization) {
             self.metrics.caller_refused();
-            let mut answer = Answer::error(
+            let mut answer = Reply::error(
                 401,
                 "UNAUTHORIZED",
                 "the lookup broker answers only the policy server's credential",
@@ -187,10 +187,10 @@ impl Broker {
         let method = match method {
             "GET" => "GET",
             "HEAD" => "HEAD",
-            _ => return Answer::error(405, "UNSUPPORTED", "the lookup broker is read-only"),
+            _ => return Reply::error(405, "UNSUPPORTED", "the lookup broker is read-only"),
         };
         if path == "/v2/" || path == "/v2" {
-            let mut answer = Answer::json(200, json!({}));
+            let mut answer = Reply::json(200, json!({}));
             answer
                 .headers
                 .push(("Docker-Distribution-API-Version", "registry/2.0".into()));
@@ -200,7 +200,7 @@ impl Broker {
             .strip_prefix("/v2/")
             .and_then(|rest| rest.rsplit_once("/manifests/"))
         else {
-            return Answer::error(
+            return Reply::error(
                 404,
                 "UNSUPPORTED",
                 "the lookup broker answers manifest lookups only",
@@ -215,7 +215,7 @@ impl Broker {
         answer
     }
 
-    async fn lookup(&self, method: &'static str, name: &str, reference: &str) -> (Answer, LogLine) {
+    async fn lookup(&self, method: &'static str, name: &str, reference: &str) -> (Reply, LogLine) {
         let mut line = LogLine {
             method,
             name: None,
@@ -237,7 +237,7 @@ impl Broker {
             Err(refusal) => {
                 line.outcome = refusal.outcome();
                 line.reason = refusal.reason();
-                refusal.answer()
+                refusal.reply()
             }
         };
         line.status = answer.status;
@@ -252,7 +252,7 @@ impl Broker {
         name: &str,
         reference: &str,
         line: &mut LogLine,
-    ) -> Result<Answer, Unanswerable> {
+    ) -> Result<Reply, Unanswerable> {
         // the tag or digest first: the seal is good for one of them only
         let reference = ManifestReference::parse(reference).map_err(Unanswerable::Undecodable)?;
         let keys = self.keys.current();
@@ -285,7 +285,7 @@ impl Broker {
         if let Some(problem) = secrets.malformed {
             // the kubelet's keyring fails on it before any registry is asked
             line.outcome = "malformedSecret";
-            return Ok(Answer::error(
+            return Ok(Reply::error(
                 403,
                 "DENIED",
                 &format!("denied: {MALFORMED_PULL_SECRET} {problem}; the kubelet fails every pull of the pod"),
@@ -408,7 +408,7 @@ impl Broker {
     /// failures, every one tried; the anonymous pull only when neither gave a credential.
     async fn with_node_providers(
         &self,
-        providers: &NodeProviders,
+        providers: &ProviderRunner,
         secrets: Vec<Credential>,
         name: &BrokeredName,
         trying: &Trying<'_>,
@@ -471,7 +471,7 @@ impl Broker {
     /// a failure.
     async fn plugin_tries(
         &self,
-        providers: &NodeProviders,
+        providers: &ProviderRunner,
         name: &BrokeredName,
         deadline: Deadline,
     ) -> Vec<Try> {
@@ -660,7 +660,7 @@ fn connect_timed_out(error: &RegistryError) -> bool {
     matches!(error, RegistryError::Oci(OciDistributionError::RequestError(e)) if e.is_timeout())
 }
 
-fn found_answer(found: Found) -> Answer {
+fn found_reply(found: Found) -> Reply {
     let mut headers = vec![
         ("Docker-Content-Digest", found.digest),
         ("Docker-Distribution-API-Version", "registry/2.0".into()),
@@ -672,7 +672,7 @@ fn found_answer(found: Found) -> Answer {
         }
         None => Vec::new(),
     };
-    Answer {
+    Reply {
         status: 200,
         headers,
         body,
@@ -686,14 +686,14 @@ fn outcome_answer(
     asked_providers: bool,
     line: &mut LogLine,
     suggested: &[String],
-) -> Answer {
+) -> Reply {
     match outcome {
         Outcome::Found { index, found } => {
             line.served_by = Some(index);
-            found_answer(found)
+            found_reply(found)
         }
-        Outcome::NotFound { envelope } => not_found_answer(envelope, suggested),
-        Outcome::Unauthorized => Answer::error(
+        Outcome::NotFound { envelope } => not_found_reply(envelope, suggested),
+        Outcome::Unauthorized => Reply::error(
             403,
             "DENIED",
             // oci-client shows only the message: it starts with the word clients classify by
@@ -713,7 +713,7 @@ fn outcome_answer(
             // the
             // registry's own words stay in the operator's log
             line.reason = Some(reason.to_string());
-            Answer::error(503, "UNAVAILABLE", &Cause::of(&reason).words(&reason))
+            Reply::error(503, "UNAVAILABLE", &Cause::of(&reason).words(&reason))
         }
     }
 }
@@ -723,7 +723,7 @@ fn outcome_answer(
 /// Pod author chose can fill with anything (a lure, or words that read as the broker's). The
 /// `suggested` tags (broker_reference::suggested_tags, checked against the tag rule there)
 /// follow the message: the one piece of registry text the broker passes on.
-fn not_found_answer(envelope: Option<String>, suggested: &[String]) -> Answer {
+fn not_found_reply(envelope: Option<String>, suggested: &[String]) -> Reply {
     let code = envelope
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|envelope| {
@@ -742,7 +742,7 @@ fn not_found_answer(envelope: Option<String>, suggested: &[String]) -> Answer {
         broker_reference::suggested_tags::mark(suggested)
     );
     let body = json!({"errors": [{"code": code.0, "message": message, "detail": null}]});
-    Answer {
+    Reply {
         status: 404,
         headers: vec![("Content-Type", "application/json".into())],
         body: body.to_string().into_bytes(),

@@ -8,7 +8,7 @@ use broker_reference::{Refusal, NAMESPACE_NOT_ENABLED};
 
 use crate::cluster::tenancy::NotServed;
 use crate::cluster::ClusterError;
-use crate::lookup::answer::Answer;
+use crate::lookup::reply::Reply;
 
 /// A lookup the broker could not make.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +124,7 @@ impl Unanswerable {
     }
 
     /// The distribution API's answer.
-    pub fn answer(&self) -> Answer {
+    pub fn reply(&self) -> Reply {
         let (status, code) = match self {
             // not the policy's name, or no longer: like a wrong caller credential, nothing
             // about the image
@@ -138,7 +138,7 @@ impl Unanswerable {
             Unanswerable::NamespaceNotServed { .. } => (403, "DENIED"),
             _ => (503, "UNAVAILABLE"),
         };
-        Answer::error(status, code, &self.to_string())
+        Reply::error(status, code, &self.to_string())
     }
 }
 
@@ -169,7 +169,7 @@ mod tests {
             backoff: Duration::from_secs(30),
         };
         assert_eq!(silent.outcome(), "unreachable");
-        assert_eq!(silent.answer().status, 503);
+        assert_eq!(silent.reply().status, 503);
         assert_eq!(
             silent.to_string(),
             "r.example gave no definitive answer: r.example let a lookup of this namespace time out in the last 30 s; not asked again yet"
@@ -179,7 +179,7 @@ mod tests {
             why: NotServed::NotOptedIn,
         };
         assert_eq!(closed.outcome(), "namespaceNotEnabled");
-        let answer = closed.answer();
+        let answer = closed.reply();
         assert_eq!(answer.status, 403);
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
         assert_eq!(body["errors"][0]["code"], "DENIED");
@@ -209,7 +209,7 @@ mod tests {
             backoff: Duration::from_secs(30),
         };
         assert_eq!(rotating.outcome(), "overloaded");
-        assert_eq!(rotating.answer().status, 503);
+        assert_eq!(rotating.reply().status, 503);
         assert_eq!(
             rotating.to_string(),
             "made-up.example not asked: too many silent registries for this namespace (4 or more registries let its lookups time out in the last 30 s)"
@@ -218,18 +218,18 @@ mod tests {
             registry: "10.0.0.1".into(),
             reason: "a private network".into(),
         };
-        assert_eq!(refused.answer().status, 400);
+        assert_eq!(refused.reply().status, 400);
         let forged = Unanswerable::Undecodable(Refusal::Unsealed);
         assert_eq!(forged.outcome(), "unsealed");
-        assert_eq!(forged.answer().status, 401);
-        assert!(String::from_utf8_lossy(&forged.answer().body).contains("not sealed"));
+        assert_eq!(forged.reply().status, 401);
+        assert!(String::from_utf8_lossy(&forged.reply().body).contains("not sealed"));
         // an expired seal, or one that claims too long a life: the same 401, its own word
         for refusal in [Refusal::Expired, Refusal::ExpiresTooLate] {
             let stale = Unanswerable::Undecodable(refusal);
             assert_eq!(stale.outcome(), "expired");
-            assert_eq!(stale.answer().status, 401);
-            assert!(String::from_utf8_lossy(&stale.answer().body).contains("UNAUTHORIZED"));
+            assert_eq!(stale.reply().status, 401);
+            assert!(String::from_utf8_lossy(&stale.reply().body).contains("UNAUTHORIZED"));
         }
-        assert!(String::from_utf8_lossy(&refused.answer().body).contains("UNSUPPORTED"));
+        assert!(String::from_utf8_lossy(&refused.reply().body).contains("UNSUPPORTED"));
     }
 }

@@ -66,8 +66,85 @@ pub enum ConfigError {
         /// The file.
         path: PathBuf,
         /// Which rule, naming the provider.
-        problem: String,
+        problem: ConfigProblem,
     },
+    /// The bin directory does not exist (the kubelet refuses it too).
+    #[error("{}: plugin directory {} does not exist", path.display(), dir.display())]
+    NoPluginDirectory {
+        /// The config file.
+        path: PathBuf,
+        /// The bin directory.
+        dir: PathBuf,
+    },
+    /// A provider's plugin is not in the bin directory.
+    #[error("{}: plugin {plugin} is not in {}", path.display(), dir.display())]
+    MissingPlugin {
+        /// The config file.
+        path: PathBuf,
+        /// The provider's name.
+        plugin: String,
+        /// The bin directory.
+        dir: PathBuf,
+    },
+}
+
+/// A rule of the kubelet's that a `CredentialProviderConfig` breaks, as a kind that can be
+/// matched (the policy's settings and the broker report it in their own words around it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigProblem {
+    /// The config's or a provider's `apiVersion` is not one the kubelet knows.
+    #[error("unknown apiVersion {0:?}")]
+    UnknownApiVersion(String),
+    /// The document is of another kind.
+    #[error("kind {0:?} is not CredentialProviderConfig")]
+    WrongKind(String),
+    /// `providers` is empty.
+    #[error("at least one provider is required")]
+    NoProviders,
+    /// Two providers share a name.
+    #[error("provider {0:?} is named twice")]
+    NamedTwice(String),
+    /// A rule one provider breaks.
+    #[error("provider {name:?}: {problem}")]
+    Provider {
+        /// The provider.
+        name: String,
+        /// The rule.
+        problem: Box<ConfigProblem>,
+    },
+    /// The name is not a plain file name.
+    #[error("name must be a file name of the bin directory, without spaces")]
+    BadName,
+    /// `matchImages` is empty.
+    #[error("matchImages is required")]
+    NoMatchImages,
+    /// A `matchImages` entry Go's `url.Parse` refuses.
+    #[error("matchImages entry {0:?} is not a URL the kubelet can parse (as https://{0})")]
+    MatchImageNotUrl(String),
+    /// `defaultCacheDuration` is missing.
+    #[error("defaultCacheDuration is required")]
+    NoDefaultCacheDuration,
+    /// `defaultCacheDuration` is not a Go duration.
+    #[error("defaultCacheDuration {0:?} is not a duration")]
+    BadDefaultCacheDuration(String),
+    /// `tokenAttributes` with an older plugin `apiVersion`.
+    #[error("tokenAttributes need apiVersion credentialprovider.kubelet.k8s.io/v1")]
+    TokenAttributesNeedV1,
+    /// `serviceAccountTokenAudience` is blank.
+    #[error("tokenAttributes.serviceAccountTokenAudience is required")]
+    NoAudience,
+    /// `requireServiceAccount` is missing.
+    #[error("tokenAttributes.requireServiceAccount is required")]
+    NoRequireServiceAccount,
+    /// Required annotation keys without `requireServiceAccount`.
+    #[error("requiredServiceAccountAnnotationKeys need requireServiceAccount")]
+    RequiredKeysNeedServiceAccount,
+    /// An annotation key listed twice (required and optional together).
+    #[error("annotation key {0:?} is listed twice")]
+    AnnotationKeyTwice(String),
+    /// `cacheType` is missing.
+    #[error("tokenAttributes.cacheType (Token or ServiceAccount) is required: kubelets since Kubernetes 1.34 refuse the provider without it")]
+    NoCacheType,
 }
 
 /// A `CredentialProviderConfig` as written, field for field (unknown fields refused): checked
@@ -229,21 +306,18 @@ fn config_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 
 impl CredentialProviderConfig {
     /// The providers, checked as the kubelet checks them; the rule broken, naming the provider.
-    pub fn check(self) -> Result<Vec<Provider>, String> {
+    pub fn check(self) -> Result<Vec<Provider>, ConfigProblem> {
         self.check_header()?;
         check_providers(self.providers)
     }
 
     /// The document's `apiVersion` and `kind`, which each file of a directory must have.
-    fn check_header(&self) -> Result<(), String> {
+    fn check_header(&self) -> Result<(), ConfigProblem> {
         if !CONFIG_API_VERSIONS.contains(&self.api_version.as_str()) {
-            return Err(format!("unknown apiVersion {:?}", self.api_version));
+            return Err(ConfigProblem::UnknownApiVersion(self.api_version.clone()));
         }
         if self.kind != "CredentialProviderConfig" {
-            return Err(format!(
-                "kind {:?} is not CredentialProviderConfig",
-                self.kind
-            ));
+            return Err(ConfigProblem::WrongKind(self.kind.clone()));
         }
         Ok(())
     }
@@ -288,9 +362,9 @@ pub enum Skipped<'a> {
 }
 
 /// The providers of one config (or of a directory's files, merged), checked.
-fn check_providers(providers: Vec<ProviderFile>) -> Result<Vec<Provider>, String> {
+fn check_providers(providers: Vec<ProviderFile>) -> Result<Vec<Provider>, ConfigProblem> {
     if providers.is_empty() {
-        return Err("at least one provider is required".into());
+        return Err(ConfigProblem::NoProviders);
     }
     let mut names = HashSet::new();
     providers
@@ -298,36 +372,36 @@ fn check_providers(providers: Vec<ProviderFile>) -> Result<Vec<Provider>, String
         .map(|provider| {
             let name = provider.name.clone();
             if !names.insert(name.clone()) {
-                return Err(format!("provider {name:?} is named twice"));
+                return Err(ConfigProblem::NamedTwice(name));
             }
-            check_provider(provider).map_err(|problem| format!("provider {name:?}: {problem}"))
+            check_provider(provider).map_err(|problem| ConfigProblem::Provider {
+                name,
+                problem: Box::new(problem),
+            })
         })
         .collect()
 }
 
-fn check_provider(provider: ProviderFile) -> Result<Provider, String> {
+fn check_provider(provider: ProviderFile) -> Result<Provider, ConfigProblem> {
     let name = provider.name;
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', ' ']) {
-        return Err("name must be a file name of the bin directory, without spaces".into());
+        return Err(ConfigProblem::BadName);
     }
     if provider.match_images.is_empty() {
-        return Err("matchImages is required".into());
+        return Err(ConfigProblem::NoMatchImages);
     }
     let unparsed = |entry: &&String| !kubelet_credentials::parses_as_schemeless_url(entry);
     if let Some(bad) = provider.match_images.iter().find(unparsed) {
-        return Err(format!(
-            "matchImages entry {bad:?} is not a URL the kubelet can parse (as https://{bad})"
-        ));
+        return Err(ConfigProblem::MatchImageNotUrl(bad.clone()));
     }
     let default_cache_duration = provider
         .default_cache_duration
         .as_deref()
-        .ok_or("defaultCacheDuration is required")?;
-    let default_cache_duration = parse_go_duration(default_cache_duration).ok_or_else(|| {
-        format!("defaultCacheDuration {default_cache_duration:?} is not a duration")
-    })?;
+        .ok_or(ConfigProblem::NoDefaultCacheDuration)?;
+    let default_cache_duration = parse_go_duration(default_cache_duration)
+        .ok_or_else(|| ConfigProblem::BadDefaultCacheDuration(default_cache_duration.into()))?;
     if !PLUGIN_API_VERSIONS.contains(&provider.api_version.as_str()) {
-        return Err(format!("unknown apiVersion {:?}", provider.api_version));
+        return Err(ConfigProblem::UnknownApiVersion(provider.api_version));
     }
     let token_attributes = provider
         .token_attributes
@@ -347,28 +421,26 @@ fn check_provider(provider: ProviderFile) -> Result<Provider, String> {
 fn check_token_attributes(
     attributes: TokenAttributesFile,
     api_version: &str,
-) -> Result<TokenAttributes, String> {
+) -> Result<TokenAttributes, ConfigProblem> {
     if api_version != PLUGIN_API_VERSIONS[0] {
-        return Err("tokenAttributes need apiVersion credentialprovider.kubelet.k8s.io/v1".into());
+        return Err(ConfigProblem::TokenAttributesNeedV1);
     }
     if attributes.service_account_token_audience.trim().is_empty() {
-        return Err("tokenAttributes.serviceAccountTokenAudience is required".into());
+        return Err(ConfigProblem::NoAudience);
     }
     let require_service_account = attributes
         .require_service_account
-        .ok_or("tokenAttributes.requireServiceAccount is required")?;
+        .ok_or(ConfigProblem::NoRequireServiceAccount)?;
     let required = &attributes.required_service_account_annotation_keys;
     let optional = &attributes.optional_service_account_annotation_keys;
     if !require_service_account && !required.is_empty() {
-        return Err("requiredServiceAccountAnnotationKeys need requireServiceAccount".into());
+        return Err(ConfigProblem::RequiredKeysNeedServiceAccount);
     }
     let mut seen = HashSet::new();
     if let Some(key) = required.iter().chain(optional).find(|k| !seen.insert(*k)) {
-        return Err(format!("annotation key {key:?} is listed twice"));
+        return Err(ConfigProblem::AnnotationKeyTwice(key.clone()));
     }
-    let cache_type = attributes.cache_type.ok_or(
-        "tokenAttributes.cacheType (Token or ServiceAccount) is required: kubelets since Kubernetes 1.34 refuse the provider without it",
-    )?;
+    let cache_type = attributes.cache_type.ok_or(ConfigProblem::NoCacheType)?;
     Ok(TokenAttributes {
         audience: attributes.service_account_token_audience,
         require_service_account,
@@ -382,18 +454,34 @@ fn check_token_attributes(
 mod tests {
     use super::*;
 
+    /// Why a test's document is refused: its syntax, or a rule of the kubelet's.
+    #[derive(Debug, thiserror::Error)]
+    enum Refused {
+        #[cfg(feature = "plugins")]
+        #[error("{0}")]
+        Yaml(#[from] serde_yaml::Error),
+        #[error("{0}")]
+        Json(#[from] serde_json::Error),
+        #[error("{0}")]
+        Rule(#[from] ConfigProblem),
+    }
+
+    impl Refused {
+        fn contains(&self, words: &str) -> bool {
+            self.to_string().contains(words)
+        }
+    }
+
     #[cfg(feature = "plugins")]
-    fn parse(yaml: &str) -> Result<Vec<Provider>, String> {
-        let file: CredentialProviderConfig =
-            serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-        file.check()
+    fn parse(yaml: &str) -> Result<Vec<Provider>, Refused> {
+        let file: CredentialProviderConfig = serde_yaml::from_str(yaml)?;
+        Ok(file.check()?)
     }
 
     /// The format read as JSON, as the policy's settings carry it.
-    fn parse_json(json: serde_json::Value) -> Result<Vec<Provider>, String> {
-        let file: CredentialProviderConfig =
-            serde_json::from_value(json).map_err(|e| e.to_string())?;
-        file.check()
+    fn parse_json(json: serde_json::Value) -> Result<Vec<Provider>, Refused> {
+        let file: CredentialProviderConfig = serde_json::from_value(json)?;
+        Ok(file.check()?)
     }
 
     #[test]
@@ -520,7 +608,18 @@ providers:
             assert!(error.contains(problem), "{provider}: {error}");
         }
         let twice = parse(&base(&format!("{ok}{ok}"))).expect_err("twice");
-        assert!(twice.contains("named twice"), "{twice}");
+        assert!(
+            matches!(&twice, Refused::Rule(ConfigProblem::NamedTwice(name)) if name == "p"),
+            "{twice}"
+        );
+        let no_images = parse(&base(cases[0].0)).expect_err("no matchImages");
+        let Refused::Rule(ConfigProblem::Provider { name, problem }) = no_images else {
+            panic!("not a provider's rule: {no_images}");
+        };
+        assert_eq!(
+            (name.as_str(), *problem),
+            ("p", ConfigProblem::NoMatchImages)
+        );
         let unknown = parse(&base(
             "  - {name: p, matchImage: [r.test], defaultCacheDuration: 1m, apiVersion: credentialprovider.kubelet.k8s.io/v1}\n",
         ))
@@ -530,7 +629,7 @@ providers:
     }
 
     /// One provider with the single `matchImages` entry `entry`, read as the policy's settings.
-    fn with_match_image(entry: &str) -> Result<Vec<Provider>, String> {
+    fn with_match_image(entry: &str) -> Result<Vec<Provider>, Refused> {
         parse_json(serde_json::json!({
             "apiVersion": "kubelet.config.k8s.io/v1",
             "kind": "CredentialProviderConfig",

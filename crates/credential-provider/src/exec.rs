@@ -5,27 +5,62 @@
 //! process left behind: not the plugin, nor a child it started (a helper that hangs in turn).
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 
 use rustix::process::{kill_process_group, Pid, Signal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::config::Provider;
-use crate::protocol::{parse_response, Request, Response};
+use crate::protocol::{parse_response, Request, Response, ResponseError};
 
 /// The most bytes of a plugin's stdout read: a response is a few credentials.
 const MAX_STDOUT: u64 = 1 << 20;
 
-/// Runs `provider`'s plugin with `request`. The error names what failed (start, exit status,
-/// the answer's shape), never the plugin's output, which may hold credentials.
+/// Why one run of a plugin gave no answer: what failed (start, exit status, the answer's
+/// shape), never the plugin's output, which may hold credentials. Shared between the lookups
+/// that waited for the same run, hence the `Arc`s.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunError {
+    /// The request could not be encoded.
+    #[error("cannot encode the request: {0}")]
+    Encode(Arc<serde_json::Error>),
+    /// The plugin could not be started.
+    #[error("cannot start it: {0}")]
+    Start(Arc<std::io::Error>),
+    /// Its stdout could not be read.
+    #[error("cannot read its answer: {0}")]
+    Read(Arc<std::io::Error>),
+    /// Its exit could not be waited for.
+    #[error("cannot wait for it: {0}")]
+    Wait(Arc<std::io::Error>),
+    /// It exited unsuccessfully.
+    #[error("it failed ({0})")]
+    Exit(ExitStatus),
+    /// Its answer is not a response the kubelet accepts.
+    #[error(transparent)]
+    Response(#[from] ResponseError),
+}
+
+/// Two errors are the same when of the same kind with the same words (an I/O error has no
+/// equality of its own).
+impl PartialEq for RunError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for RunError {}
+
+/// Runs `provider`'s plugin with `request`.
 pub async fn exec(
     bin_dir: &Path,
     provider: &Provider,
     request: &Request<'_>,
-) -> Result<Response, String> {
-    let body =
-        serde_json::to_vec(request).map_err(|e| format!("cannot encode the request: {e}"))?;
+) -> Result<Response, RunError> {
+    let body = serde_json::to_vec(request).map_err(|e| RunError::Encode(Arc::new(e)))?;
     let child = Command::new(bin_dir.join(&provider.name))
         .args(&provider.args)
         .envs(provider.env.iter().map(|v| (&v.name, &v.value)))
@@ -35,7 +70,7 @@ pub async fn exec(
         .kill_on_drop(true)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start it: {e}"))?;
+        .map_err(|e| RunError::Start(Arc::new(e)))?;
     let mut run = Run {
         group: child
             .id()
@@ -53,17 +88,17 @@ pub async fn exec(
         out.take(MAX_STDOUT)
             .read_to_end(&mut stdout)
             .await
-            .map_err(|e| format!("cannot read its answer: {e}"))?;
+            .map_err(|e| RunError::Read(Arc::new(e)))?;
     }
     let status = child
         .wait()
         .await
-        .map_err(|e| format!("cannot wait for it: {e}"))?;
+        .map_err(|e| RunError::Wait(Arc::new(e)))?;
     run.done = true;
     if !status.success() {
-        return Err(format!("it failed ({status})"));
+        return Err(RunError::Exit(status));
     }
-    parse_response(&stdout, &provider.api_version)
+    Ok(parse_response(&stdout, &provider.api_version)?)
 }
 
 /// A plugin's process and its group (the plugin's own PID: it leads a new group), the group

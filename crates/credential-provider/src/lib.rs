@@ -28,11 +28,15 @@ pub mod testing;
 
 #[cfg(feature = "plugins")]
 pub use config::{load, ConfigError};
-pub use config::{CredentialProviderConfig, Provider, TokenAttributes, TokenCacheType};
+pub use config::{
+    ConfigProblem, CredentialProviderConfig, Provider, TokenAttributes, TokenCacheType,
+};
 pub use duration::parse_go_duration;
 #[cfg(feature = "plugins")]
-pub use plugins::{Account, Ask, Auth, Plugin, PluginError, Plugins};
+pub use exec::RunError;
 #[cfg(feature = "plugins")]
-pub use protocol::AuthEntry;
+pub use plugins::{Account, Ask, Auth, MissingAnnotation, Plugin, PluginError, Plugins};
+#[cfg(feature = "plugins")]
+pub use protocol::{AuthEntry, ResponseError};
 #[cfg(feature = "plugins")]
 pub use runs::{default_share, RunLimits};

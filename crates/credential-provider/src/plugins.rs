@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant as Deadline;
 
 use crate::config::{Provider, Skipped, TokenCacheType};
-use crate::exec::exec;
+use crate::exec::{exec, RunError};
 use crate::protocol::{AuthEntry, CacheKeyType, Request};
 use crate::runs::{Flights, RunLimits, Shares, Silence, Turn};
 
@@ -61,7 +61,7 @@ pub struct Ask<'a> {
 pub enum PluginError {
     /// The run failed (it could not start, exited non-zero, or answered badly).
     #[error("{0}")]
-    Failed(String),
+    Failed(RunError),
     /// The run, or the run of the same key it waited for, outlived the lookup.
     #[error("no answer within the lookup's time")]
     NoAnswer,
@@ -72,6 +72,12 @@ pub enum PluginError {
     #[error("the plugin runs of this namespace, or all plugin runs, are busy")]
     Busy,
 }
+
+/// A `requiredServiceAccountAnnotationKeys` key the ServiceAccount lacks: the kubelet does not
+/// run the plugin for the pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the ServiceAccount lacks the required annotation {0:?}")]
+pub struct MissingAnnotation(pub String);
 
 /// The configured plugins.
 pub struct Plugins {
@@ -180,7 +186,7 @@ impl Plugins {
     }
 
     /// One run of `plugin`, its answer kept under its cache key.
-    async fn run(&self, plugin: &Plugin, ask: &Ask<'_>, scope: &str) -> Result<Auth, String> {
+    async fn run(&self, plugin: &Plugin, ask: &Ask<'_>, scope: &str) -> Result<Auth, RunError> {
         let image = ask.image;
         let request = Request {
             api_version: &plugin.provider.api_version,
@@ -238,14 +244,17 @@ impl Plugin {
     }
 
     /// The annotations of `account` the plugin is given: every required one (one missing is
-    /// `Err(key)`: the kubelet does not run the plugin) and the optional ones it has.
-    pub fn annotations(&self, account: &Account) -> Result<BTreeMap<String, String>, String> {
+    /// an error: the kubelet does not run the plugin) and the optional ones it has.
+    pub fn annotations(
+        &self,
+        account: &Account,
+    ) -> Result<BTreeMap<String, String>, MissingAnnotation> {
         let Some(attributes) = &self.provider.token_attributes else {
             return Ok(BTreeMap::new());
         };
         let has = |key: &str| account.annotations.contains_key(key);
         if let Some(Skipped::MissingAnnotation(key)) = attributes.skipped_for(Some(&has)) {
-            return Err(key.to_owned());
+            return Err(MissingAnnotation(key.to_owned()));
         }
         let named = attributes
             .required_annotations

@@ -87,35 +87,56 @@ pub struct Response {
     pub auth: Vec<(String, AuthEntry)>,
 }
 
-/// Reads a plugin's stdout. The error never quotes the output, which may hold credentials.
-pub fn parse_response(stdout: &[u8], api_version: &str) -> Result<Response, String> {
-    let file: ResponseFile = serde_json::from_slice(stdout).map_err(|e| {
-        // the position and category only: serde's message may quote a credential
-        format!(
-            "its answer is not a CredentialProviderResponse ({:?} error at line {} column {})",
-            e.classify(),
-            e.line(),
-            e.column()
-        )
+/// Why a plugin's stdout is not a response the kubelet accepts. It never quotes the output
+/// beyond its header fields, since the rest may hold credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    /// Not JSON of the response's shape: where and what kind of error only, since serde's
+    /// message may quote a credential.
+    #[error("its answer is not a CredentialProviderResponse ({category:?} error at line {line} column {column})")]
+    Shape {
+        /// serde's category (syntax, data, end of input).
+        category: serde_json::error::Category,
+        /// The line of the error.
+        line: usize,
+        /// Its column.
+        column: usize,
+    },
+    /// The response's `apiVersion` is not the request's.
+    #[error("its answer's apiVersion {got:?} is not the request's {asked:?}")]
+    ApiVersion {
+        /// The response's.
+        got: String,
+        /// The request's.
+        asked: String,
+    },
+    /// The response's `kind` is another.
+    #[error("its answer's kind {0:?} is not CredentialProviderResponse")]
+    Kind(String),
+    /// `cacheDuration` is not a Go duration.
+    #[error("cacheDuration {0:?} is not a duration")]
+    CacheDuration(String),
+}
+
+/// Reads a plugin's stdout.
+pub fn parse_response(stdout: &[u8], api_version: &str) -> Result<Response, ResponseError> {
+    let file: ResponseFile = serde_json::from_slice(stdout).map_err(|e| ResponseError::Shape {
+        category: e.classify(),
+        line: e.line(),
+        column: e.column(),
     })?;
     if file.api_version != api_version {
-        return Err(format!(
-            "its answer's apiVersion {:?} is not the request's {api_version:?}",
-            file.api_version
-        ));
+        return Err(ResponseError::ApiVersion {
+            got: file.api_version,
+            asked: api_version.to_owned(),
+        });
     }
     if file.kind != "CredentialProviderResponse" {
-        return Err(format!(
-            "its answer's kind {:?} is not CredentialProviderResponse",
-            file.kind
-        ));
+        return Err(ResponseError::Kind(file.kind));
     }
     let cache_duration = file
         .cache_duration
-        .map(|text| {
-            parse_go_duration(&text)
-                .ok_or_else(|| format!("cacheDuration {text:?} is not a duration"))
-        })
+        .map(|text| parse_go_duration(&text).ok_or(ResponseError::CacheDuration(text)))
         .transpose()?;
     let mut auth: Vec<(String, AuthEntry)> = file
         .auth
@@ -193,10 +214,17 @@ mod tests {
             ("s3cret-Pw", "not a CredentialProviderResponse"),
         ];
         for (text, problem) in cases {
-            let error = parse_response(text.as_bytes(), V1).expect_err(text);
+            let error = parse_response(text.as_bytes(), V1)
+                .expect_err(text)
+                .to_string();
             assert!(error.contains(problem), "{text}: {error}");
             assert!(!error.contains("s3cret"), "{error}");
         }
+        let other_kind = r#"{"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "Other", "cacheKeyType": "Image"}"#;
+        assert_eq!(
+            parse_response(other_kind.as_bytes(), V1),
+            Err(ResponseError::Kind("Other".into()))
+        );
     }
 
     #[test]

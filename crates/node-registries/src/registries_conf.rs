@@ -127,8 +127,8 @@ fn entry_rule(name: &str, text: &str, entry: &Entry, line: usize) -> Result<Rule
         at: Where::Line(line),
         problem,
     };
-    let location = trimmed(&entry.location).map_err(|p| refuse(line, p))?;
-    let prefix = match trimmed(&entry.prefix).map_err(|p| refuse(line, p))? {
+    let location = trimmed(&entry.location).map_err(|p| refuse(line, p.to_string()))?;
+    let prefix = match trimmed(&entry.prefix).map_err(|p| refuse(line, p.to_string()))? {
         prefix if prefix.is_empty() => location.clone(),
         prefix => prefix,
     };
@@ -154,7 +154,8 @@ fn entry_rule(name: &str, text: &str, entry: &Entry, line: usize) -> Result<Rule
     for mirror in &entry.mirror {
         let mirror_line = line_of(text, mirror.span().start);
         let endpoint = mirror.get_ref();
-        let location = trimmed(&endpoint.location).map_err(|p| refuse(mirror_line, p))?;
+        let location =
+            trimmed(&endpoint.location).map_err(|p| refuse(mirror_line, p.to_string()))?;
         if location.is_empty() {
             return Err(refuse(
                 mirror_line,
@@ -183,13 +184,16 @@ fn entry_rule(name: &str, text: &str, entry: &Entry, line: usize) -> Result<Rule
     })
 }
 
+/// A location written with a scheme, which the node refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a location has no scheme; the node refuses the file")]
+struct SchemeInLocation(String);
+
 /// A location without trailing slashes; a scheme is refused, as the node refuses it.
-fn trimmed(location: &str) -> Result<String, String> {
+fn trimmed(location: &str) -> Result<String, SchemeInLocation> {
     let trimmed = location.trim_end_matches('/');
     if trimmed.starts_with("http://") || trimmed.starts_with("https://") {
-        return Err(format!(
-            "{location:?}: a location has no scheme; the node refuses the file"
-        ));
+        return Err(SchemeInLocation(location.to_owned()));
     }
     Ok(trimmed.to_owned())
 }

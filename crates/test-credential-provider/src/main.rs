@@ -18,6 +18,31 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+/// Why the plugin gives no answer (on stderr, which the broker never reads).
+#[derive(Debug, thiserror::Error)]
+enum PluginFailure {
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    #[error("--slow-ms {0}")]
+    NotMilliseconds(String),
+    #[error("unknown argument {0}")]
+    UnknownArgument(String),
+    #[error("stdin: {0}")]
+    Stdin(#[source] std::io::Error),
+    #[error("request: {0}")]
+    Request(#[source] serde_json::Error),
+    #[error("{path}: {source}")]
+    Record {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failing as asked")]
+    AskedTo,
+    #[error("the request has no image")]
+    NoImage,
+}
+
 /// What the arguments ask for.
 #[derive(Default)]
 struct Options {
@@ -32,11 +57,14 @@ struct Options {
     cache_duration: Option<String>,
 }
 
-fn options() -> Result<Options, String> {
+fn options() -> Result<Options, PluginFailure> {
     let mut options = Options::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| PluginFailure::MissingValue(arg.clone()))
+        };
         match arg.as_str() {
             "--record" => options.record = Some(value()?),
             "--fail" => options.fail = true,
@@ -44,32 +72,32 @@ fn options() -> Result<Options, String> {
             "--slow-image" => options.slow_image = Some(value()?),
             "--slow-ms" => {
                 let ms = value()?;
-                options.slow_ms = Some(ms.parse().map_err(|_| format!("--slow-ms {ms}"))?);
+                options.slow_ms = Some(ms.parse().map_err(|_| PluginFailure::NotMilliseconds(ms))?);
             }
             "--username" => options.username = value()?,
             "--key" => options.key = Some(value()?),
             "--cache-key-type" => options.cache_key_type = Some(value()?),
             "--cache-duration" => options.cache_duration = Some(value()?),
-            other => return Err(format!("unknown argument {other}")),
+            other => return Err(PluginFailure::UnknownArgument(other.to_owned())),
         }
     }
     Ok(options)
 }
 
-fn run() -> Result<(), String> {
+fn run() -> Result<(), PluginFailure> {
     let options = options()?;
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
-        .map_err(|e| format!("stdin: {e}"))?;
-    let request: Value = serde_json::from_str(&input).map_err(|e| format!("request: {e}"))?;
+        .map_err(PluginFailure::Stdin)?;
+    let request: Value = serde_json::from_str(&input).map_err(PluginFailure::Request)?;
     if let Some(path) = &options.record {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("{path}: {e}"))?;
-        writeln!(file, "{request}").map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|source| record(path, source))?;
+        writeln!(file, "{request}").map_err(|source| record(path, source))?;
     }
     let image = request["image"].as_str().unwrap_or_default();
     let slow = options
@@ -84,11 +112,9 @@ fn run() -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(ms));
     }
     if options.fail {
-        return Err("failing as asked".into());
+        return Err(PluginFailure::AskedTo);
     }
-    let image = request["image"]
-        .as_str()
-        .ok_or("the request has no image")?;
+    let image = request["image"].as_str().ok_or(PluginFailure::NoImage)?;
     let key = options
         .key
         .unwrap_or_else(|| image.split('/').next().unwrap_or(image).to_owned());
@@ -104,6 +130,13 @@ fn run() -> Result<(), String> {
     }
     println!("{answer}");
     Ok(())
+}
+
+fn record(path: &str, source: std::io::Error) -> PluginFailure {
+    PluginFailure::Record {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn main() -> ExitCode {

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use broker_reference::Credentials;
-use credential_provider::{Account, Ask, Auth, ConfigError, Plugin, Plugins, RunLimits};
+use credential_provider::{
+    Account, Ask, Auth, ConfigError, Plugin, PluginError, Plugins, RunLimits,
+};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
@@ -30,7 +32,7 @@ use kubelet_credentials::{Credential, Keyring};
 use tokio::time::Instant as Deadline;
 
 use crate::cluster::token_binding;
-use crate::cluster::{Cluster, Fetched};
+use crate::cluster::{Cluster, ClusterError, Fetched};
 pub use served::ServedError;
 use served::{Rule, Served};
 use tokens::{TokenKey, Tokens};
@@ -47,8 +49,54 @@ pub enum Given {
     Failed(String),
 }
 
-/// The configured plugins.
-pub struct NodeProviders {
+/// Why a plugin gave a lookup no answer; the kubelet may still get one, so the lookup stays
+/// uncertain ([`Given::Failed`] carries these words).
+#[derive(Debug, thiserror::Error)]
+pub enum Unasked {
+    /// `--provider-namespaces` does not give the plugin this namespace.
+    #[error("not run for namespace {0}, which --provider-namespaces does not give it")]
+    NotServed(String),
+    /// A plugin with `tokenAttributes`, and the sealed name gives pull secrets, not a
+    /// ServiceAccount.
+    #[error("it needs the pod's ServiceAccount, which the lookup does not name")]
+    NoServiceAccount,
+    /// The ServiceAccount the sealed name gives does not exist.
+    #[error("ServiceAccount {namespace}/{name} not found")]
+    ServiceAccountMissing {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The Namespace or ServiceAccount could not be read.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// The API server refused the TokenRequest.
+    #[error("TokenRequest for ServiceAccount {namespace}/{name}: {source}")]
+    TokenRequest {
+        /// The ServiceAccount's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The TokenRequest's answer held no token.
+    #[error("TokenRequest for ServiceAccount {namespace}/{name}: no token")]
+    NoToken {
+        /// The ServiceAccount's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The plugin ran and failed, or could not run in time.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+}
+
+/// Runs the node's configured credential provider plugins for lookups.
+pub struct ProviderRunner {
     plugins: Plugins,
     served: Served,
     tokens: Tokens,
@@ -66,30 +114,26 @@ pub struct Question<'a> {
     pub deadline: Deadline,
 }
 
-impl NodeProviders {
+impl ProviderRunner {
     /// The plugins of the config file `config`, run from `bin_dir`; like the kubelet, refuses
-    /// a bin directory or a plugin that does not exist. Until [`NodeProviders::serving`], the
+    /// a bin directory or a plugin that does not exist. Until [`ProviderRunner::serving`], the
     /// providers without `tokenAttributes` serve no namespace.
     pub fn load(config: &Path, bin_dir: &Path) -> Result<Self, ConfigError> {
         let providers = credential_provider::load(config)?;
-        let invalid = |problem: String| ConfigError::Invalid {
-            path: config.to_owned(),
-            problem,
-        };
         if !bin_dir.is_dir() {
-            return Err(invalid(format!(
-                "plugin directory {} does not exist",
-                bin_dir.display()
-            )));
+            return Err(ConfigError::NoPluginDirectory {
+                path: config.to_owned(),
+                dir: bin_dir.to_owned(),
+            });
         }
         if let Some(missing) = providers.iter().find(|p| !bin_dir.join(&p.name).is_file()) {
-            return Err(invalid(format!(
-                "plugin {} is not in {}",
-                missing.name,
-                bin_dir.display()
-            )));
+            return Err(ConfigError::MissingPlugin {
+                path: config.to_owned(),
+                plugin: missing.name.clone(),
+                dir: bin_dir.to_owned(),
+            });
         }
-        Ok(NodeProviders {
+        Ok(ProviderRunner {
             plugins: Plugins::new(PathBuf::from(bin_dir), providers),
             served: Served::default(),
             tokens: Tokens::default(),
@@ -162,7 +206,7 @@ impl NodeProviders {
         plugin: &Plugin,
         cluster: &Cluster,
         question: &Question<'_>,
-    ) -> Result<Option<Auth>, String> {
+    ) -> Result<Option<Auth>, Unasked> {
         let namespace = question.namespace;
         self.served(plugin, cluster, namespace).await?;
         let none = BTreeMap::new();
@@ -175,11 +219,10 @@ impl NodeProviders {
             deadline: question.deadline,
         };
         let Some(attributes) = &plugin.provider().token_attributes else {
-            let auth = self.plugins.credentials(plugin, &ask).await;
-            return auth.map(Some).map_err(|e| e.to_string());
+            return Ok(Some(self.plugins.credentials(plugin, &ask).await?));
         };
         let Credentials::ServiceAccount(name) = question.credentials else {
-            return Err("it needs the pod's ServiceAccount, which the lookup does not name".into());
+            return Err(Unasked::NoServiceAccount);
         };
         let account = service_account(cluster, namespace, name).await?;
         let Ok(annotations) = plugin.annotations(&account) else {
@@ -198,8 +241,7 @@ impl NodeProviders {
         ask.account = Some(&account);
         ask.token = Some(&token);
         ask.annotations = &annotations;
-        let auth = self.plugins.credentials(plugin, &ask).await;
-        auth.map(Some).map_err(|e| e.to_string())
+        Ok(Some(self.plugins.credentials(plugin, &ask).await?))
     }
 
     /// Whether `plugin` serves `namespace`: `Err` saying why not.
@@ -208,7 +250,7 @@ impl NodeProviders {
         plugin: &Plugin,
         cluster: &Cluster,
         namespace: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), Unasked> {
         let provider = plugin.provider();
         let rule = self
             .served
@@ -221,9 +263,7 @@ impl NodeProviders {
         if rule.serves(&labels) {
             return Ok(());
         }
-        Err(format!(
-            "not run for namespace {namespace}, which --provider-namespaces does not give it"
-        ))
+        Err(Unasked::NotServed(namespace.to_owned()))
     }
 }
 
@@ -231,11 +271,8 @@ impl NodeProviders {
 async fn namespace_labels(
     cluster: &Cluster,
     namespace: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    let object = cluster
-        .namespace(namespace)
-        .await
-        .map_err(|error| error.to_string())?;
+) -> Result<BTreeMap<String, String>, ClusterError> {
+    let object = cluster.namespace(namespace).await?;
     Ok(object
         .as_ref()
         .and_then(|object| object.pointer("/metadata/labels"))
@@ -254,11 +291,15 @@ async fn service_account(
     cluster: &Cluster,
     namespace: &str,
     name: &str,
-) -> Result<Account, String> {
-    let object = match cluster.get::<ServiceAccount>(namespace, name).await {
-        Ok(Fetched::Object(object)) => object,
-        Ok(Fetched::Missing) => return Err(format!("ServiceAccount {namespace}/{name} not found")),
-        Err(error) => return Err(error.to_string()),
+) -> Result<Account, Unasked> {
+    let object = match cluster.get::<ServiceAccount>(namespace, name).await? {
+        Fetched::Object(object) => object,
+        Fetched::Missing => {
+            return Err(Unasked::ServiceAccountMissing {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        }
     };
     let metadata = &object["metadata"];
     let annotations = metadata["annotations"]
@@ -284,7 +325,7 @@ async fn token(
     namespace: &str,
     name: &str,
     audience: &str,
-) -> Result<String, String> {
+) -> Result<String, Unasked> {
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             audiences: Some(vec![audience.to_owned()]),
@@ -296,12 +337,19 @@ async fn token(
     let answer = Api::<ServiceAccount>::namespaced(cluster.client(), namespace)
         .create_token_request(name, &PostParams::default(), &request)
         .await
-        .map_err(|error| format!("TokenRequest for ServiceAccount {namespace}/{name}: {error}"))?;
+        .map_err(|source| Unasked::TokenRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source: Box::new(source),
+        })?;
     answer
         .status
         .and_then(|status| status.token)
         .filter(|token| !token.is_empty())
-        .ok_or_else(|| format!("TokenRequest for ServiceAccount {namespace}/{name}: no token"))
+        .ok_or_else(|| Unasked::NoToken {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
 }
 
 #[cfg(test)]
@@ -314,7 +362,7 @@ mod tests {
     /// A plugin directory with executables `answers` (answering `robot` and a password for
     /// registry.test) and `fails` (exiting 1), and a config whose providers are `providers`
     /// (YAML list entries).
-    fn plugins(providers: &str) -> (tempfile::TempDir, NodeProviders) {
+    fn plugins(providers: &str) -> (tempfile::TempDir, ProviderRunner) {
         let every: Vec<&str> = ["answers", "fails"]
             .into_iter()
             .filter(|name| providers.contains(&format!("name: {name}\n")))
@@ -331,7 +379,7 @@ mod tests {
 
     /// As [`plugins`], with these `--provider-namespaces` entries; `answers` records its runs
     /// in the directory's `record`.
-    fn plugins_serving(providers: &str, entries: &[&str]) -> (tempfile::TempDir, NodeProviders) {
+    fn plugins_serving(providers: &str, entries: &[&str]) -> (tempfile::TempDir, ProviderRunner) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).expect("the bin directory");
@@ -357,7 +405,7 @@ mod tests {
         )
         .expect("a config");
         let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
-        let loaded = NodeProviders::load(&config, &bin)
+        let loaded = ProviderRunner::load(&config, &bin)
             .expect("a valid config")
             .serving(&entries, RunLimits::default())
             .expect("valid entries");
@@ -381,7 +429,7 @@ mod tests {
     }
 
     /// What `providers` give team-a's lookup of [`IMAGE`] naming `credentials`.
-    async fn given_to(providers: &NodeProviders, credentials: Credentials) -> Vec<Given> {
+    async fn given_to(providers: &ProviderRunner, credentials: Credentials) -> Vec<Given> {
         providers
             .credentials(&Cluster::unreachable_for_tests(), &question(&credentials))
             .await
@@ -462,13 +510,16 @@ mod tests {
             ),
         )
         .expect("a config");
-        let no_dir = NodeProviders::load(&config, &dir.path().join("nowhere"));
-        assert!(matches!(no_dir, Err(ConfigError::Invalid { .. })));
-        let no_plugin = NodeProviders::load(&config, dir.path());
-        let Err(ConfigError::Invalid { problem, .. }) = no_plugin else {
+        let no_dir = ProviderRunner::load(&config, &dir.path().join("nowhere"));
+        assert!(matches!(no_dir, Err(ConfigError::NoPluginDirectory { .. })));
+        let no_plugin = ProviderRunner::load(&config, dir.path());
+        let Err(error @ ConfigError::MissingPlugin { .. }) = no_plugin else {
             panic!("a config naming a plugin that is not there was accepted");
         };
-        assert!(problem.contains("plugin absent"), "{problem}");
+        assert!(
+            error.to_string().contains("plugin absent is not in"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

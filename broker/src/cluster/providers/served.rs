@@ -24,7 +24,7 @@ pub enum ServedError {
         /// The entry.
         entry: String,
         /// What is wrong with it.
-        problem: String,
+        problem: SelectorProblem,
     },
     /// An entry names a provider the config does not have (a typo would serve no one).
     #[error("--provider-namespaces names {0:?}, which is not a provider of the config")]
@@ -32,6 +32,26 @@ pub enum ServedError {
     /// A provider is named twice.
     #[error("--provider-namespaces names {0:?} twice")]
     Twice(String),
+}
+
+/// What is wrong with one `--provider-namespaces` entry's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorProblem {
+    /// No `=` between the provider and its selector.
+    #[error("not NAME=SELECTOR")]
+    NotNameEqualsSelector,
+    /// A `)` before its `(`.
+    #[error("a ')' without its '('")]
+    UnopenedParenthesis,
+    /// A `(` never closed.
+    #[error("a '(' without its ')'")]
+    UnclosedParenthesis,
+    /// A key or value with characters a label cannot have.
+    #[error("{0:?} is not a label key or value")]
+    NotALabelWord(String),
+    /// An `in`/`notin` term without its parentheses.
+    #[error("{0:?}: the values go in parentheses")]
+    NoParentheses(String),
 }
 
 /// What decides whether a provider serves a namespace.
@@ -71,18 +91,18 @@ impl Served {
         let known: BTreeSet<&str> = providers.into_iter().collect();
         let mut selectors = HashMap::new();
         for entry in entries {
-            let syntax = |problem: &str| ServedError::Syntax {
+            let syntax = |problem| ServedError::Syntax {
                 entry: entry.clone(),
-                problem: problem.to_owned(),
+                problem,
             };
             let (name, selector) = entry
                 .split_once('=')
-                .ok_or_else(|| syntax("not NAME=SELECTOR"))?;
+                .ok_or_else(|| syntax(SelectorProblem::NotNameEqualsSelector))?;
             let name = name.trim();
             if !known.contains(name) {
                 return Err(ServedError::UnknownProvider(name.to_owned()));
             }
-            let selector = parse_selector(selector).map_err(|p| syntax(&p))?;
+            let selector = parse_selector(selector).map_err(syntax)?;
             if selectors.insert(name.to_owned(), selector).is_some() {
                 return Err(ServedError::Twice(name.to_owned()));
             }
@@ -103,13 +123,17 @@ impl Served {
 }
 
 /// A label selector's text: terms joined by commas outside parentheses.
-fn parse_selector(text: &str) -> Result<Selector, String> {
+fn parse_selector(text: &str) -> Result<Selector, SelectorProblem> {
     let mut terms = Vec::new();
     let (mut depth, mut start) = (0usize, 0usize);
     for (i, c) in text.char_indices() {
         match c {
             '(' => depth += 1,
-            ')' => depth = depth.checked_sub(1).ok_or("a ')' without its '('")?,
+            ')' => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or(SelectorProblem::UnopenedParenthesis)?;
+            }
             ',' if depth == 0 => {
                 terms.push(&text[start..i]);
                 start = i + 1;
@@ -118,7 +142,7 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
         }
     }
     if depth != 0 {
-        return Err("a '(' without its ')'".into());
+        return Err(SelectorProblem::UnclosedParenthesis);
     }
     terms.push(&text[start..]);
     if terms.len() == 1 && terms[0].trim().is_empty() {
@@ -131,9 +155,9 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
     Ok(expressions.into_iter().collect())
 }
 
-fn parse_term(term: &str) -> Result<Expression, String> {
+fn parse_term(term: &str) -> Result<Expression, SelectorProblem> {
     let term = term.trim();
-    let word = |text: &str| -> Result<String, String> {
+    let word = |text: &str| -> Result<String, SelectorProblem> {
         let text = text.trim();
         let valid = !text.is_empty()
             && text
@@ -141,14 +165,14 @@ fn parse_term(term: &str) -> Result<Expression, String> {
                 .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
         valid
             .then(|| text.to_owned())
-            .ok_or_else(|| format!("{text:?} is not a label key or value"))
+            .ok_or_else(|| SelectorProblem::NotALabelWord(text.to_owned()))
     };
-    let set = |rest: &str| -> Result<BTreeSet<String>, String> {
+    let set = |rest: &str| -> Result<BTreeSet<String>, SelectorProblem> {
         let inner = rest
             .trim()
             .strip_prefix('(')
             .and_then(|r| r.strip_suffix(')'))
-            .ok_or_else(|| format!("{term:?}: the values go in parentheses"))?;
+            .ok_or_else(|| SelectorProblem::NoParentheses(term.to_owned()))?;
         inner.split(',').map(word).collect()
     };
     if let Some(key) = term.strip_prefix('!') {
@@ -228,6 +252,13 @@ mod tests {
             let error = served(&[entry]).expect_err(entry).to_string();
             assert!(error.contains(problem), "{entry}: {error}");
         }
+        assert!(matches!(
+            served(&["ecr=team in (blue"]),
+            Err(ServedError::Syntax {
+                problem: SelectorProblem::UnclosedParenthesis,
+                ..
+            })
+        ));
         assert!(matches!(
             served(&["ecrr=team=blue"]),
             Err(ServedError::UnknownProvider(name)) if name == "ecrr"

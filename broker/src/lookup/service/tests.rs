@@ -43,7 +43,7 @@ fn the_lookup_line_keeps_its_keys_and_its_lists_as_json_text() {
 #[test]
 fn a_404_keeps_the_code_never_the_registrys_words() {
     let body = |envelope: Option<&str>| {
-        let answer = not_found_answer(envelope.map(str::to_owned), &[]);
+        let answer = not_found_reply(envelope.map(str::to_owned), &[]);
         assert_eq!(answer.status, 404);
         let text = String::from_utf8(answer.body).expect("UTF-8");
         assert!(!text.contains("s3cr3t"), "{text}");
@@ -68,13 +68,13 @@ fn a_404_keeps_the_code_never_the_registrys_words() {
 #[test]
 fn a_404_carries_the_brokers_suggestions_only() {
     let registry = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"gone (nearest tags: evil)"},{"code":"NAME_UNKNOWN","message":"x (nearest tags: evil2)"}]}"#;
-    let answer = not_found_answer(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
+    let answer = not_found_reply(Some(registry.into()), &["v1.2.3".into(), "-bad".into()]);
     let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
     assert_eq!(
         body,
         json!({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown (nearest tags: v1.2.3)", "detail": null}]})
     );
-    let none = not_found_answer(None, &[]);
+    let none = not_found_reply(None, &[]);
     let body: serde_json::Value = serde_json::from_slice(&none.body).expect("JSON");
     assert_eq!(body["errors"][0]["message"], "manifest unknown");
 }

@@ -266,7 +266,7 @@ fn annotations_passed_are_the_required_and_the_optional_present() {
         .expect("required present");
     assert_eq!(no_optional.len(), 1);
     let missing = plugin.annotations(&account(&[("example.test/scope", "s")]));
-    assert_eq!(missing, Err("example.test/role".into()));
+    assert_eq!(missing, Err(MissingAnnotation("example.test/role".into())));
 }
 
 #[tokio::test]

@@ -185,10 +185,12 @@ fn rules(
         for endpoint in endpoints {
             if source_listed {
                 return Err(refuse(format!(
-                    "{registry} is asked before {endpoint:?}: the policy asks a registry after its mirrors"
+                    "{registry} is asked before {:?}: the policy asks a registry after its mirrors",
+                    without_credentials(endpoint)
                 )));
             }
-            let (location, insecure) = endpoint_location(endpoint).map_err(&refuse)?;
+            let (location, insecure) =
+                endpoint_location(endpoint).map_err(|p| refuse(p.to_string()))?;
             if location == registry
                 || (registry == "docker.io" && location == "registry-1.docker.io")
             {
@@ -213,24 +215,59 @@ fn rules(
     Ok(translation.sorted())
 }
 
+/// Why an endpoint of the legacy `mirrors` table has no location the policy can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum EndpointProblem {
+    /// It does not parse (quoted without any `user:password@`).
+    #[error("{endpoint:?} is not a URL: {source}")]
+    NotAUrl {
+        /// The endpoint, credentials cut.
+        endpoint: String,
+        /// Why.
+        source: url::ParseError,
+    },
+    /// It carries credentials, which the policy never sends.
+    #[error("an endpoint carries credentials (not shown): the policy never sends them")]
+    Credentials,
+    /// It has no host.
+    #[error("{0:?} has no host")]
+    NoHost(String),
+    /// Its path is an API root other than `/v2`.
+    #[error("containerd asks {authority}{root}/<repository>/…, an API root the policy cannot address (it asks {authority}/v2/…)")]
+    ApiRoot {
+        /// Its host and port.
+        authority: String,
+        /// Its path.
+        root: String,
+    },
+}
+
+/// `endpoint` without what comes before an `@` (credentials, which are never shown).
+fn without_credentials(endpoint: &str) -> String {
+    match endpoint.rsplit_once('@') {
+        Some((_, rest)) => format!("<credentials>@{rest}"),
+        None => endpoint.to_owned(),
+    }
+}
+
 /// An endpoint as the policy's location: its path is the API root as written, which must be
 /// `/v2` or start with `/v2/`.
-fn endpoint_location(endpoint: &str) -> Result<(String, bool), String> {
+fn endpoint_location(endpoint: &str) -> Result<(String, bool), EndpointProblem> {
     let with_scheme = if endpoint.contains("://") {
         endpoint.to_owned()
     } else {
         format!("https://{endpoint}")
     };
-    let url =
-        url::Url::parse(&with_scheme).map_err(|e| format!("{endpoint:?} is not a URL: {e}"))?;
+    let url = url::Url::parse(&with_scheme).map_err(|source| EndpointProblem::NotAUrl {
+        endpoint: without_credentials(endpoint),
+        source,
+    })?;
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(
-            "an endpoint carries credentials (not shown): the policy never sends them".into(),
-        );
+        return Err(EndpointProblem::Credentials);
     }
     let host = url
         .host_str()
-        .ok_or_else(|| format!("{endpoint:?} has no host"))?;
+        .ok_or_else(|| EndpointProblem::NoHost(endpoint.to_owned()))?;
     let authority = match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
@@ -244,8 +281,35 @@ fn endpoint_location(endpoint: &str) -> Result<(String, bool), String> {
         Some(path) if path.is_empty() || (path.starts_with('/') && !path.ends_with('/')) => {
             Ok((format!("{authority}{path}"), url.scheme() == "http"))
         }
-        _ => Err(format!(
-            "containerd asks {authority}{root}/<repository>/…, an API root the policy cannot address (it asks {authority}/v2/…)"
-        )),
+        _ => Err(EndpointProblem::ApiRoot {
+            authority,
+            root: root.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_refused_by_kind_without_its_credentials() {
+        let bad_port = endpoint_location("https://user:s3cret-Pw@mirror.test:99999");
+        let Err(error @ EndpointProblem::NotAUrl { .. }) = bad_port else {
+            panic!("an endpoint with a bad port was accepted: {bad_port:?}");
+        };
+        assert!(!error.to_string().contains("s3cret"), "{error}");
+        assert_eq!(
+            endpoint_location("https://user:s3cret-Pw@mirror.test"),
+            Err(EndpointProblem::Credentials)
+        );
+        assert!(matches!(
+            endpoint_location("mirror.test/api"),
+            Err(EndpointProblem::ApiRoot { .. })
+        ));
+        assert_eq!(
+            endpoint_location("http://mirror.test:5000/v2"),
+            Ok(("mirror.test:5000".to_owned(), true))
+        );
     }
 }

@@ -1,11 +1,12 @@
-//! The broker's HTTP answer, apart from the service that builds most of them, so that the
-//! server and the refusals (`unanswerable`) can name it without reaching the service.
+//! The broker's HTTP reply, apart from the service that builds most of them, so that the
+//! server and the refusals (`unanswerable`) can name it without reaching the service. (The
+//! policy's `answer` is its admission response; this is only status, headers and body.)
 
 use serde_json::json;
 
-/// An HTTP answer, independent of the server library.
+/// An HTTP reply, independent of the server library.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct Reply {
     /// The status code.
     pub status: u16,
     /// Headers beyond `Content-Length`.
@@ -14,10 +15,10 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
-impl Answer {
+impl Reply {
     /// A JSON body with its content type.
     pub fn json(status: u16, body: serde_json::Value) -> Self {
-        Answer {
+        Reply {
             status,
             headers: vec![("Content-Type", "application/json".into())],
             body: body.to_string().into_bytes(),
@@ -26,7 +27,7 @@ impl Answer {
 
     /// An OCI error envelope with one error.
     pub fn error(status: u16, code: &str, message: &str) -> Self {
-        Answer::json(
+        Reply::json(
             status,
             json!({"errors": [{"code": code, "message": message, "detail": null}]}),
         )
