@@ -20,7 +20,7 @@ WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.
 SOURCE_FILES := $(shell find src wasm/src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
 NATIVE_SOURCES := $(shell find src crates broker/src -type f -name '*.rs') $(WORKSPACE_FILES)
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_wasm.wasm
-HOST := target/debug/policy-host
+HOST := target/debug/test-host
 # The lookup broker (broker/, docs/broker.md).
 BROKER := target/debug/resolvable-images-broker
 # The guests that only build for wasm32-wasip1, linted with the policy.
@@ -87,9 +87,9 @@ $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
 # release build's single-threaded link-time optimisation no longer leaves a core idle.
 .PHONY: host-only
 host-only:
-	cargo build --profile test -p policy-host
+	cargo build --profile test -p test-host
 
-# The test host's own regression tests (crates/policy-host/tests/host.bats): a tiny guest whose
+# The test host's own regression tests (crates/test-host/tests/host.bats): a tiny guest whose
 # settings choose its host calls (guests/probe-guest), against real registries.
 PROBE_GUEST := target/wasm32-wasip1/release/probe_guest.wasm
 $(PROBE_GUEST): $(shell find guests/probe-guest/src -type f -name '*.rs') $(WORKSPACE_FILES)
@@ -97,7 +97,7 @@ $(PROBE_GUEST): $(shell find guests/probe-guest/src -type f -name '*.rs') $(WORK
 
 .PHONY: host-tests
 host-tests: $(HOST) $(PROBE_GUEST)
-	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats crates/policy-host/tests/host.bats
+	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats crates/test-host/tests/host.bats
 
 .PHONY: fmt
 fmt:

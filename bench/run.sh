@@ -15,13 +15,13 @@
 #                     server under callgrind: instructions and instruction-cache misses per
 #                     request, the policy's compiled code apart from the server's, which do not
 #                     move with the machine's load. bench/policy_server.sh, bench/server_callgrind.py;
-#   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
+#   1. guest cost     `test-host bench` (host calls answered from memory) on Pods of 1, 10
 #                     and 100 containers, against guests/accept-all (parses, accepts) and
 #                     guests/probe (parses, one oci/v1/manifest_digest per distinct image,
 #                     accepts) in the same host;
 #   2. module size    raw, after wasm-opt, the baselines, and the policy's code by crate
 #                     (bench/size_by_crate.py on a `wasm-opt -Os -g` build, which keeps names);
-#   3. end to end     `policy-host run` against a local docker-registry with 10 images,
+#   3. end to end     `test-host run` against a local docker-registry with 10 images,
 #                     against plain sequential `curl -I` of the same manifests;
 #   4. batching       stock sequential lookups against one oci/v1/resolve_images call, with
 #                     50 ms added to every registry request by e2e-tests/lib/fault_proxy.py;
@@ -45,7 +45,7 @@ RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_wasm.wasm
 POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
 PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
-HOST=${POLICY_HOST:-$ROOT/target/debug/policy-host}
+HOST=${POLICY_HOST:-$ROOT/target/debug/test-host}
 SECTIONS=" ${BENCH_SECTIONS:-server audit guest size e2e batch broker} "
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 LOADGEN=$OUT/loadgen
@@ -278,10 +278,10 @@ echo "## End to end: 10 distinct images on a local docker-registry (plain HTTP)"
 echo
 echo "| what | median (ms) |"
 echo "|---|---:|"
-echo "| \`policy-host run\`: process, module load (cache warm), 10 lookups, decision | $p |"
+echo "| \`test-host run\`: process, module load (cache warm), 10 lookups, decision | $p |"
 echo "| \`curl -I\`: 10 sequential HEADs in one process, the lookups alone | $c |"
-echo "| \`policy-host run\` with accept-all: process and module load, no lookup | $a |"
-echo "| \`policy-host run\`, the policy with the namespace exempt: process, module load, no lookup | $x |"
+echo "| \`test-host run\` with accept-all: process and module load, no lookup | $a |"
+echo "| \`test-host run\`, the policy with the namespace exempt: process, module load, no lookup | $x |"
 echo "| ratio policy / curl | $(ratio "$p" "$c") |"
 echo "| ratio (policy - policy exempt) / curl: the 10 lookups as the host makes them | $(ratio "$(awk -v p="$p" -v a="$x" 'BEGIN { print p - a }')" "$c") |"
 fi

@@ -96,7 +96,7 @@ setup() {
   load lib/broker
   policy_server_bin >/dev/null ||
     skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the broker suite needs the real one"
-  [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=policy-host)"
+  [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=test-host)"
 }
 
 # pod NAMESPACE IMAGE [SECRET...]: a Pod request in NAMESPACE whose app container runs IMAGE

@@ -1,15 +1,15 @@
 #!/usr/bin/env bats
-# Regression tests of policy-host itself (not of the policy), with the probe guest
+# Regression tests of test-host itself (not of the policy), with the probe guest
 # (guests/probe-guest) and real Debian docker-registry instances on 127.0.0.1.
 #
-# Needs: the test host (target/debug/policy-host, or $POLICY_HOST), the probe guest built for
+# Needs: the test host (target/debug/test-host, or $POLICY_HOST), the probe guest built for
 # wasm32-wasip1 (or $PROBE_GUEST), docker-registry, skopeo, htpasswd, jq. Run: make host-tests
 
 bats_require_minimum_version 1.5.0
 
 HOST_DIR="$(cd "$(dirname "$BATS_TEST_FILENAME")/.." && pwd)"
 ROOT="$(cd "$HOST_DIR/../.." && pwd)"
-H="${POLICY_HOST:-$ROOT/target/debug/policy-host}"
+H="${POLICY_HOST:-$ROOT/target/debug/test-host}"
 G="${PROBE_GUEST:-$ROOT/target/wasm32-wasip1/release/probe_guest.wasm}"
 
 free_port() {
@@ -59,7 +59,7 @@ build_layout() {
 }
 
 setup_file() {
-  [[ -x $H && -f $G ]] || skip "build policy-host and guests/probe-guest first"
+  [[ -x $H && -f $G ]] || skip "build test-host and guests/probe-guest first"
   export NO_PROXY='*' no_proxy='*'
   start_registry anon
   start_registry auth auth
