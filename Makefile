@@ -20,11 +20,11 @@ WORKSPACE_FILES := Cargo.toml Cargo.lock $(wildcard */Cargo.toml crates/*/Cargo.
 SOURCE_FILES := $(shell find src wasm/src crates/broker-reference/src crates/json-extent/src crates/kubelet-credentials/src -type f -name '*.rs') $(WORKSPACE_FILES)
 NATIVE_SOURCES := $(shell find src crates broker/src -type f -name '*.rs') $(WORKSPACE_FILES)
 WASM_BUILD := target/wasm32-wasip1/release/resolvable_images_wasm.wasm
-HOST := target/debug/policy-host
+HOST := target/debug/test-host
 # The lookup broker (broker/, docs/broker.md).
 BROKER := target/debug/resolvable-images-broker
 # The guests that only build for wasm32-wasip1, linted with the policy.
-WASM_PACKAGES := -p resolvable-images-policy -p resolvable-images-wasm -p probe-guest -p accept-all -p probe
+WASM_PACKAGES := -p resolvable-images-policy -p resolvable-images-wasm -p host-call-probe -p accept-all -p lookup-baseline
 # Kubewarden's own engine, as a user installs it from Kubewarden's releases: $KWCTL and
 # $POLICY_SERVER from the environment (or `make KWCTL=…`), else `kwctl` and `policy-server` on
 # PATH. Empty when none is found: the suites that need one then skip, saying how to provide it.
@@ -87,17 +87,17 @@ $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
 # release build's single-threaded link-time optimisation no longer leaves a core idle.
 .PHONY: host-only
 host-only:
-	cargo build --profile test -p policy-host
+	cargo build --profile test -p test-host
 
-# The test host's own regression tests (crates/policy-host/tests/host.bats): a tiny guest whose
-# settings choose its host calls (guests/probe-guest), against real registries.
-PROBE_GUEST := target/wasm32-wasip1/release/probe_guest.wasm
-$(PROBE_GUEST): $(shell find guests/probe-guest/src -type f -name '*.rs') $(WORKSPACE_FILES)
-	cargo build -p probe-guest --target wasm32-wasip1 --release
+# The test host's own regression tests (crates/test-host/tests/host.bats): a tiny guest whose
+# settings choose its host calls (guests/host-call-probe), against real registries.
+HOST_CALL_PROBE := target/wasm32-wasip1/release/host_call_probe.wasm
+$(HOST_CALL_PROBE): $(shell find guests/host-call-probe/src -type f -name '*.rs') $(WORKSPACE_FILES)
+	cargo build -p host-call-probe --target wasm32-wasip1 --release
 
 .PHONY: host-tests
-host-tests: $(HOST) $(PROBE_GUEST)
-	POLICY_HOST=$(CURDIR)/$(HOST) PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) bats crates/policy-host/tests/host.bats
+host-tests: $(HOST) $(HOST_CALL_PROBE)
+	POLICY_HOST=$(CURDIR)/$(HOST) HOST_CALL_PROBE=$(CURDIR)/$(HOST_CALL_PROBE) bats crates/test-host/tests/host.bats
 
 .PHONY: fmt
 fmt:
@@ -173,11 +173,11 @@ test:
 # and skip, saying so, without one.
 .PHONY: e2e-tests
 # Every host output of the run is kept in .e2e-work/transcripts for 99-no-leak.bats.
-# The probe guest is 94-broker.bats' foreign module on the policy server.
-e2e-tests: annotated-policy.wasm $(HOST) $(BROKER) $(PROBE_GUEST)
+# The host-call probe is 94-broker.bats' foreign module on the policy server.
+e2e-tests: annotated-policy.wasm $(HOST) $(BROKER) $(HOST_CALL_PROBE)
 	rm -rf $(CURDIR)/.e2e-work/transcripts
 	E2E_TRANSCRIPT_DIR=$(CURDIR)/.e2e-work/transcripts POLICY_WASM=$(CURDIR)/annotated-policy.wasm \
-		PROBE_GUEST=$(CURDIR)/$(PROBE_GUEST) \
+		HOST_CALL_PROBE=$(CURDIR)/$(HOST_CALL_PROBE) \
 		POLICY_HOST=$(CURDIR)/$(HOST) KWCTL=$(if $(KWCTL),$(abspath $(KWCTL))) \
 		bash e2e-tests/run.sh
 
@@ -243,24 +243,24 @@ fuzz: FUZZ_SECONDS ?= 600
 fuzz:
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-# Benchmarks (docs/performance.md): the policy, accept-all and the probe on the real
+# Benchmarks (docs/performance.md): the policy, accept-all and lookup-baseline on the real
 # policy-server when one is found (POLICY_SERVER above), guest
-# cost against an accept-all and a probe policy
+# cost against the accept-all and lookup-baseline guests
 # (guests/) built the same way, module sizes, end-to-end time against curl, stock against batched lookups. Prints
 # markdown tables; nothing is asserted. See bench/run.sh for the method and its knobs.
 ACCEPT_ALL_BUILD := target/wasm32-wasip1/release/accept_all.wasm
-PROBE_BUILD := target/wasm32-wasip1/release/probe.wasm
+LOOKUP_BASELINE_BUILD := target/wasm32-wasip1/release/lookup_baseline.wasm
 .PHONY: bench
 bench: policy.wasm $(HOST) annotated-policy.wasm $(BROKER)
 	@# one package a build, so that no baseline takes another's (or the policy's) features
 	cargo build -p accept-all --target wasm32-wasip1 --release
-	cargo build -p probe --target wasm32-wasip1 --release
+	cargo build -p lookup-baseline --target wasm32-wasip1 --release
 	mkdir -p target/bench
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(ACCEPT_ALL_BUILD) -o target/bench/accept-all.wasm
-	$(WASM_OPT) -Os $(PROBE_BUILD) -o target/bench/probe.wasm
+	$(WASM_OPT) -Os $(LOOKUP_BASELINE_BUILD) -o target/bench/lookup-baseline.wasm
 else
 	cp $(ACCEPT_ALL_BUILD) target/bench/accept-all.wasm
-	cp $(PROBE_BUILD) target/bench/probe.wasm
+	cp $(LOOKUP_BASELINE_BUILD) target/bench/lookup-baseline.wasm
 endif
 	bash bench/run.sh | tee target/bench/results.md

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Names the guest's compiled code in a callgrind profile of policy-host.
+"""Names the guest's compiled code in a callgrind profile of test-host.
 
 Wasmtime's compiled guest code is anonymous memory to callgrind (`???:0x…`). Run
-policy-host with POLICY_HOST_PERF_MAP=1 and wasmtime writes /tmp/perf-PID.map,
+test-host with POLICY_HOST_PERF_MAP=1 and wasmtime writes /tmp/perf-PID.map,
 one `START SIZE NAME` line per compiled function; this joins the two and prints,
 per guest function, the events callgrind recorded (self cost), sorted by the
 event given, with the guest's totals first (docs/performance.md; its first use:

@@ -61,10 +61,10 @@ ps_start() {
 }
 
 # ps_annotate DIR: accept-all, the probe and the policy, annotated into DIR (as
-# accept-all.wasm, probe.wasm, policy.wasm).
+# accept-all.wasm, lookup-baseline.wasm, policy.wasm).
 ps_annotate() {
   annotate "$ACCEPT_ALL" "$ROOT/bench/baseline-metadata.yml" "$1/accept-all.wasm"
-  annotate "$PROBE" "$ROOT/bench/baseline-metadata.yml" "$1/probe.wasm"
+  annotate "$LOOKUP_BASELINE" "$ROOT/bench/baseline-metadata.yml" "$1/lookup-baseline.wasm"
   annotate "$POLICY" "$ROOT/policy-metadata.yml" "$1/policy.wasm"
 }
 
@@ -77,7 +77,7 @@ ps_annotate() {
 settings_policies() {
   local s
   for s in empty readme large; do sed "s/REGISTRY/$REG_ANON/g" "$ROOT/bench/settings/$s.json"; done |
-    jq -s --arg x "file://$1/policy.wasm" --arg p "file://$1/probe.wasm" --argjson caps "$2" '
+    jq -s --arg x "file://$1/policy.wasm" --arg p "file://$1/lookup-baseline.wasm" --argjson caps "$2" '
       {policy: {module: $x, settings: .[0], hostCapabilities: $caps},
        "policy-readme": {module: $x, settings: .[1], hostCapabilities: $caps},
        "policy-large": {module: $x, settings: .[2], hostCapabilities: $caps},
@@ -134,7 +134,7 @@ for i in range(n):
 EOF
 }
 
-# server_case LABEL IMAGES WARMUP REQUESTS MAX_SECS ROUNDS POLICY_ID ACCEPT PROBE POLICY
+# server_case LABEL IMAGES WARMUP REQUESTS MAX_SECS ROUNDS POLICY_ID ACCEPT BASELINE POLICY
 # [EXTRA_ID...]: one loadgen run of the modules interleaved (accept-all, probe, the policy as
 # POLICY_ID, and each EXTRA_ID, another instance of the policy, on the POLICY requests);
 # appends a table row per module to $OUT/server-rows.md and keeps the raw JSON lines in
@@ -182,7 +182,7 @@ server_bench() {
   # use (none is granted by default). The policy with default settings, and with a budget that
   # lets ten 50 ms lookups finish (the default 1.5 s would turn slow answers into warnings).
   local oci='["oci/v1/manifest_digest", "oci/v1/oci_manifest", "oci/v1/oci_manifest_config"]'
-  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" --arg x "file://$dir/policy.wasm" \
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/lookup-baseline.wasm" --arg x "file://$dir/policy.wasm" \
     --argjson oci "$oci" --argjson documents "$(settings_policies "$dir" "$oci")" '
       {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
        probe: {module: $p, settings: {}, hostCapabilities: $oci},
@@ -283,7 +283,7 @@ server_profile() {
   mkdir -p "$dir" "$E2E_WORK/policy-server/home"
   ps_annotate "$dir"
   local oci='["oci/v1/manifest_digest"]' modules="accept-all probe policy policy-readme policy-large probe-large"
-  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/probe.wasm" \
+  jq -n --arg a "file://$dir/accept-all.wasm" --arg p "file://$dir/lookup-baseline.wasm" \
     --argjson oci "$oci" --argjson documents "$(settings_policies "$dir" "$oci")" '
       {"accept-all": {module: $a, settings: {}, hostCapabilities: $oci},
        probe: {module: $p, settings: {}, hostCapabilities: $oci}}

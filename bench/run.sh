@@ -15,13 +15,13 @@
 #                     server under callgrind: instructions and instruction-cache misses per
 #                     request, the policy's compiled code apart from the server's, which do not
 #                     move with the machine's load. bench/policy_server.sh, bench/server_callgrind.py;
-#   1. guest cost     `policy-host bench` (host calls answered from memory) on Pods of 1, 10
+#   1. guest cost     `test-host bench` (host calls answered from memory) on Pods of 1, 10
 #                     and 100 containers, against guests/accept-all (parses, accepts) and
-#                     guests/probe (parses, one oci/v1/manifest_digest per distinct image,
+#                     guests/lookup-baseline (parses, one oci/v1/manifest_digest per distinct image,
 #                     accepts) in the same host;
 #   2. module size    raw, after wasm-opt, the baselines, and the policy's code by crate
 #                     (bench/size_by_crate.py on a `wasm-opt -Os -g` build, which keeps names);
-#   3. end to end     `policy-host run` against a local docker-registry with 10 images,
+#   3. end to end     `test-host run` against a local docker-registry with 10 images,
 #                     against plain sequential `curl -I` of the same manifests;
 #   4. batching       stock sequential lookups against one oci/v1/resolve_images call, with
 #                     50 ms added to every registry request by e2e-tests/lib/fault_proxy.py;
@@ -29,7 +29,7 @@
 #                     registry) and with every lookup at once (the bound set to the batch).
 #
 # Expects what `make bench` builds: policy.wasm, the raw module, the test host and the
-# accept-all and probe modules (ACCEPT_ALL_WASM, PROBE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
+# accept-all and lookup-baseline modules (ACCEPT_ALL_WASM, LOOKUP_BASELINE_WASM). Only 127.0.0.1 is contacted. Knobs (environment):
 # BENCH_ITERATIONS (guest evaluations per case, 200), BENCH_REPEATS (end-to-end runs per
 # case, 10), BENCH_OUT (where raw JSON and the tables go, target/bench), BENCH_SECTIONS (the
 # sections to run, "server audit guest size e2e batch broker" by default; "profile" only when named),
@@ -44,15 +44,15 @@ OUT=${BENCH_OUT:-$ROOT/target/bench}
 RAW_WASM=$ROOT/target/wasm32-wasip1/release/resolvable_images_wasm.wasm
 POLICY=${BENCH_POLICY_WASM:-$ROOT/policy.wasm}
 ACCEPT_ALL=${ACCEPT_ALL_WASM:-$ROOT/target/bench/accept-all.wasm}
-PROBE=${PROBE_WASM:-$ROOT/target/bench/probe.wasm}
-HOST=${POLICY_HOST:-$ROOT/target/debug/policy-host}
+LOOKUP_BASELINE=${LOOKUP_BASELINE_WASM:-$ROOT/target/bench/lookup-baseline.wasm}
+HOST=${POLICY_HOST:-$ROOT/target/debug/test-host}
 SECTIONS=" ${BENCH_SECTIONS:-server audit guest size e2e batch broker} "
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 LOADGEN=$OUT/loadgen
 # section NAME: whether BENCH_SECTIONS asks for NAME.
 section() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
-for f in "$POLICY" "$ACCEPT_ALL" "$PROBE" $(section size && echo "$RAW_WASM") \
+for f in "$POLICY" "$ACCEPT_ALL" "$LOOKUP_BASELINE" $(section size && echo "$RAW_WASM") \
   $(section guest || section e2e || section batch && echo "$HOST"); do
   [[ -e "$f" ]] || { echo "bench: $f is missing; run 'make bench'" >&2; exit 1; }
 done
@@ -162,7 +162,7 @@ for n in 1 10 100; do
   pod_request "$req" "$n" "127.0.0.1:5000/bench"
   "$HOST" bench "$POLICY" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-policy-$n.json"
   "$HOST" bench "$ACCEPT_ALL" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-accept-all-$n.json"
-  "$HOST" bench "$PROBE" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-probe-$n.json"
+  "$HOST" bench "$LOOKUP_BASELINE" -r "$req" -n "$ITERATIONS" --settings-json '{}' >"$OUT/guest-probe-$n.json"
   jq -r --slurpfile b "$OUT/guest-accept-all-$n.json" --slurpfile p "$OUT/guest-probe-$n.json" --arg n "$n" '
     def r: (. * 100 | round) / 100;
     "| \($n) | \(.median_us) | \(.p95_us) | \($b[0].median_us) | \((.median_us / $b[0].median_us) | r) | \($p[0].median_us) | \((.median_us / $p[0].median_us) | r) | \(.host_calls_per_request) | \(.host_call_bytes_to_host_per_request) / \(.host_call_bytes_to_guest_per_request) | \(.validate_request_bytes) | \(.peak_memory_pages) / \($b[0].peak_memory_pages) |"
@@ -176,7 +176,7 @@ echo "|---:|---:|---:|---:|---:|---:|"
 for n in 1 10; do
   req="$E2E_WORK/pod-$n.json"
   for m in policy probe accept-all; do
-    case $m in policy) mod=$POLICY ;; probe) mod=$PROBE ;; accept-all) mod=$ACCEPT_ALL ;; esac
+    case $m in policy) mod=$POLICY ;; probe) mod=$LOOKUP_BASELINE ;; accept-all) mod=$ACCEPT_ALL ;; esac
     "$HOST" bench "$mod" -r "$req" -n "$ITERATIONS" --settings-json '{}' --fresh-instances >"$OUT/fresh-$m-$n.json"
   done
   jq -r --slurpfile p "$OUT/fresh-probe-$n.json" --slurpfile a "$OUT/fresh-accept-all-$n.json" --arg n "$n" '
@@ -198,7 +198,7 @@ for n in 1 10; do
   for s in empty readme large; do
     doc=$(sed "s#REGISTRY#127.0.0.1:5000#g" "$ROOT/bench/settings/$s.json")
     "$HOST" bench "$POLICY" -r "$req" -n 20 --warmup 2 --settings-json "$doc" --fresh-instances >"$OUT/instructions-policy-$s-$n.json"
-    "$HOST" bench "$PROBE" -r "$req" -n 20 --warmup 2 --settings-json "$doc" --fresh-instances >"$OUT/instructions-probe-$s-$n.json"
+    "$HOST" bench "$LOOKUP_BASELINE" -r "$req" -n 20 --warmup 2 --settings-json "$doc" --fresh-instances >"$OUT/instructions-probe-$s-$n.json"
   done
   jq -rn --arg n "$n" \
     --slurpfile e "$OUT/instructions-policy-empty-$n.json" --slurpfile d "$OUT/instructions-policy-readme-$n.json" \
@@ -222,7 +222,7 @@ echo "| policy, wasm-opt -Os (\`policy.wasm\`) | $(stat -c %s "$POLICY") |"
 accept_raw=$ROOT/target/wasm32-wasip1/release/accept_all.wasm
 [[ -e "$accept_raw" ]] && echo "| accept-all, raw | $(stat -c %s "$accept_raw") |"
 echo "| accept-all, wasm-opt -Os (the one measured) | $(stat -c %s "$ACCEPT_ALL") |"
-echo "| probe, wasm-opt -Os (the one measured) | $(stat -c %s "$PROBE") |"
+echo "| probe, wasm-opt -Os (the one measured) | $(stat -c %s "$LOOKUP_BASELINE") |"
 if command -v wasm-opt >/dev/null; then
   # the same optimisation as policy.wasm, keeping the name section that attributes code to crates
   wasm-opt -Os -g "$RAW_WASM" -o "$OUT/policy-names.wasm"
@@ -278,10 +278,10 @@ echo "## End to end: 10 distinct images on a local docker-registry (plain HTTP)"
 echo
 echo "| what | median (ms) |"
 echo "|---|---:|"
-echo "| \`policy-host run\`: process, module load (cache warm), 10 lookups, decision | $p |"
+echo "| \`test-host run\`: process, module load (cache warm), 10 lookups, decision | $p |"
 echo "| \`curl -I\`: 10 sequential HEADs in one process, the lookups alone | $c |"
-echo "| \`policy-host run\` with accept-all: process and module load, no lookup | $a |"
-echo "| \`policy-host run\`, the policy with the namespace exempt: process, module load, no lookup | $x |"
+echo "| \`test-host run\` with accept-all: process and module load, no lookup | $a |"
+echo "| \`test-host run\`, the policy with the namespace exempt: process, module load, no lookup | $x |"
 echo "| ratio policy / curl | $(ratio "$p" "$c") |"
 echo "| ratio (policy - policy exempt) / curl: the 10 lookups as the host makes them | $(ratio "$(awk -v p="$p" -v a="$x" 'BEGIN { print p - a }')" "$c") |"
 fi

@@ -32,7 +32,7 @@ teardown_file() {
 setup() {
   load lib/common
   # No host is involved here: the kwctl pass has nothing to add.
-  if on_kwctl; then skip "infrastructure only, checked in the policy-host pass"; fi
+  if on_kwctl; then skip "infrastructure only, checked in the test-host pass"; fi
 }
 
 # http_status URL [CURL OPTIONS...]: the HTTP status of a HEAD with the manifest media types.

@@ -5,7 +5,7 @@
 # time-outs and destination flags and without the tests' loopback allowance: only the suite's
 # registries, by name (`--allow-registry localhost:PORT`), may be asked. On the stock
 # policy-server when one is given ($POLICY_SERVER, else on PATH), on the test host otherwise
-# (crates/policy-host, with the broker's caller credential as its docker config): both send
+# (crates/test-host, with the broker's caller credential as its docker config): both send
 # the policy's lookups of the broker's host with that credential.
 
 bats_require_minimum_version 1.5.0
@@ -74,7 +74,7 @@ teardown_file() { load lib/common; scenario_teardown_file; }
 setup() {
   load lib/common
   load lib/broker
-  [[ "$E2E_HOST" != kwctl ]] || skip "runs once, with E2E_HOST=policy-host (on the stock policy-server when given)"
+  [[ "$E2E_HOST" != kwctl ]] || skip "runs once, with E2E_HOST=test-host (on the stock policy-server when given)"
   require_host
   [[ -n "${SAFE_SETTINGS:-}" ]] || skip "setup_file did not run"
 }

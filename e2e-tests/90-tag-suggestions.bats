@@ -71,7 +71,7 @@ setup_file() {
   SUGGEST_SOURCES=$(write_sources_yaml host --insecure "$BROKER_ADDR" --insecure "$REG_ANON")
   SUGGEST_SETTINGS=$(jq -cn --arg b "$BROKER_ADDR" --argjson k "$BROKER_KEY_SECRET" \
     '{lookupBroker: {host: $b, use: "all", keySecret: $k}, timeBudgetMs: 8000}')
-  SUGGEST_ENGINE=policy-host
+  SUGGEST_ENGINE=test-host
   if policy_server_bin >/dev/null 2>&1; then
     local policies
     policies="$(e2e_workdir)/suggest-policies.yml"

@@ -70,13 +70,13 @@ setup_file() {
     --arg other "$(broker_seal "$body" v1 "another-key-of-at-least-32-bytes-xyz")" \
     '[$r1, $zero, $other] | map("\($b)/\(.):v1")')
   export BROKER_FOREIGN_REFS
-  if [[ -n "${PROBE_GUEST:-}" && -f "$PROBE_GUEST" ]]; then
+  if [[ -n "${HOST_CALL_PROBE:-}" && -f "$HOST_CALL_PROBE" ]]; then
     # annotated as the bench's baselines are: the policy server loads no module without its
     # protocol version
     local foreign
     foreign="$(e2e_workdir)/foreign-module.wasm"
     "$POLICY_HOST" annotate --metadata-path "$REPO_ROOT/bench/baseline-metadata.yml" \
-      --output-path "$foreign" "$PROBE_GUEST" >/dev/null
+      --output-path "$foreign" "$HOST_CALL_PROBE" >/dev/null
     jq --arg m "file://$foreign" --argjson refs "$BROKER_FOREIGN_REFS" \
       '. + {foreign: {module: $m, allowedToMutate: false, timeoutEvalSeconds: 5, hostCapabilities: ["*"],
         settings: {calls: ($refs | map({namespace: "oci", operation: "v1/manifest_digest", payload: .}))}}}' \
@@ -96,7 +96,7 @@ setup() {
   load lib/broker
   policy_server_bin >/dev/null ||
     skip "no policy-server (set POLICY_SERVER, or put policy-server on PATH): the broker suite needs the real one"
-  [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=policy-host)"
+  [[ "$E2E_HOST" != kwctl ]] || skip "runs on the policy-server, once (with E2E_HOST=test-host)"
 }
 
 # pod NAMESPACE IMAGE [SECRET...]: a Pod request in NAMESPACE whose app container runs IMAGE
@@ -303,8 +303,8 @@ no_broker_in_messages() {
 }
 
 @test "broker: a foreign module on the same policy server gets no answer made with another namespace's secrets" {
-  [[ -n "${PROBE_GUEST:-}" && -f "$PROBE_GUEST" ]] ||
-    skip "no probe guest (PROBE_GUEST; make e2e-tests builds it): the foreign module is the test host's probe guest"
+  [[ -n "${HOST_CALL_PROBE:-}" && -f "$HOST_CALL_PROBE" ]] ||
+    skip "no host-call probe (HOST_CALL_PROBE; make e2e-tests builds it): it is the foreign module"
   local before after
   before=$(wc -l <"$BROKER_LOG")
   req=$(pod team-b "$REG_AUTH/private/app:v1")

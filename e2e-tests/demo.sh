@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A two-minute tour of resolvable-images-policy: starts local registries, pushes an image,
 # and shows what the policy answers for three Pods. Builds nothing: run `make` first (the
-# policy wasm and crates/policy-host). Everything it starts is stopped on exit.
+# policy wasm and crates/test-host). Everything it starts is stopped on exit.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -9,7 +9,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib/common.bash"
 
 # The host that runs the policy: kwctl when DEMO_KWCTL names it (`make demo` sets it when kwctl
-# is found), else the test host crates/policy-host (POLICY_HOST).
+# is found), else the test host crates/test-host (POLICY_HOST).
 if [[ -n "${DEMO_KWCTL:-}" ]]; then
   [[ -x "$DEMO_KWCTL" && -f "$POLICY_WASM" ]] ||
     { echo "demo: $DEMO_KWCTL (kwctl) and $POLICY_WASM are needed" >&2; exit 1; }

@@ -2,7 +2,7 @@
 # `make e2e-tests`: the suites against real registries, on the real engine where one is given
 # and on the test host for what the real engine cannot do.
 #
-# - Without kwctl (KWCTL empty): every suite on the test host (E2E_HOST=policy-host).
+# - Without kwctl (KWCTL empty): every suite on the test host (E2E_HOST=test-host).
 # - With kwctl: every suite on kwctl first, in full; then, on the test host, only the tests
 #   that kwctl skipped (what only the test host can do: sessions, fault injection,
 #   oci/v1/resolve_images on a stock kwctl, …), found in kwctl's TAP output; and last the
@@ -98,13 +98,13 @@ if [[ -n "${KWCTL:-}" ]]; then
   E2E_HOST=kwctl KWCTL="$KWCTL" run_bats "every suite on kwctl ($KWCTL)" "$work/kwctl.tap" -- "${suites[@]}" || status=$?
   skipped_names "$work/kwctl.tap" >"$work/host-only.txt"
   if [[ -s "$work/host-only.txt" ]]; then
-    E2E_HOST=policy-host run_bats "on the test host, the $(wc -l <"$work/host-only.txt") tests kwctl skipped" \
+    E2E_HOST=test-host run_bats "on the test host, the $(wc -l <"$work/host-only.txt") tests kwctl skipped" \
       "$work/host.tap" --filter "$(as_filter <"$work/host-only.txt")" -- "${suites[@]}" || status=$?
   fi
 else
   echo "e2e: no kwctl (KWCTL unset): every suite on the test host" >&2
-  E2E_HOST=policy-host run_bats "every suite on the test host" "$work/host.tap" -- "${suites[@]}" || status=$?
+  E2E_HOST=test-host run_bats "every suite on the test host" "$work/host.tap" -- "${suites[@]}" || status=$?
 fi
-E2E_HOST=policy-host run_bats "the leak check over every run" "$work/leak.tap" -- "$e2e/99-no-leak.bats" || status=$?
+E2E_HOST=test-host run_bats "the leak check over every run" "$work/leak.tap" -- "$e2e/99-no-leak.bats" || status=$?
 echo "e2e: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

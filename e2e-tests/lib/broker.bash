@@ -75,7 +75,7 @@ broker_seal() {
 # (it needs no engine: it runs once, on the test host's pass).
 require_broker() {
   [[ -x "$(broker_bin)" ]] || skip "no broker binary at $(broker_bin): make broker"
-  [[ "$E2E_HOST" != kwctl ]] || skip "needs no engine: runs once, with E2E_HOST=policy-host"
+  [[ "$E2E_HOST" != kwctl ]] || skip "needs no engine: runs once, with E2E_HOST=test-host"
 }
 
 # fault_proxy_start NAME MODE [fault_proxy.py OPTIONS...]: lib/fault_proxy.py in MODE, stopped

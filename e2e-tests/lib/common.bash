@@ -7,13 +7,13 @@ REPO_ROOT=$(cd "$E2E_DIR/.." && pwd)
 FIXTURES_DIR="$REPO_ROOT/tests/fixtures/requests"
 SCENARIOS_DIR="$E2E_DIR/scenarios"
 SESSIONS_DIR="$E2E_DIR/sessions"
-POLICY_HOST="${POLICY_HOST:-$REPO_ROOT/target/debug/policy-host}"
+POLICY_HOST="${POLICY_HOST:-$REPO_ROOT/target/debug/test-host}"
 POLICY_WASM="${POLICY_WASM:-$REPO_ROOT/target/wasm32-wasip1/release/resolvable_images_wasm.wasm}"
 export E2E_DIR REPO_ROOT FIXTURES_DIR SCENARIOS_DIR SESSIONS_DIR POLICY_HOST POLICY_WASM
-# The host that evaluates the policy: `policy-host` (default), the test host above, or
+# The host that evaluates the policy: `test-host` (default), the test host above, or
 # `kwctl`, the real Kubewarden CLI at $KWCTL, run with its own HOME (store, wasmtime cache).
 # `make e2e-tests` runs the suite on the test host, then again on kwctl when given one.
-E2E_HOST="${E2E_HOST:-policy-host}"
+E2E_HOST="${E2E_HOST:-test-host}"
 KWCTL="${KWCTL:-}"
 E2E_KWCTL_HOME="${E2E_KWCTL_HOME:-$REPO_ROOT/.e2e-work/kwctl-home}"
 export E2E_HOST KWCTL E2E_KWCTL_HOME

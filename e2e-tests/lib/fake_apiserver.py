@@ -2,7 +2,7 @@
 """A read-only Kubernetes API server serving the test host's cluster fixture directory.
 
 kwctl reads Kubernetes objects from the API server named by KUBECONFIG; the test host reads
-them from a directory (`policy-host run --cluster-dir DIR`). This server answers kwctl from
+them from a directory (`test-host run --cluster-dir DIR`). This server answers kwctl from
 the same directory, so both hosts see the same cluster. It serves what kwctl (kube-rs) asks
 for, and nothing more:
 

@@ -21,7 +21,7 @@ host_ready() {
 # require_host: in bats `setup`: skip (or fail in CI) when the host or the policy is missing.
 require_host() {
   host_ready && return 0
-  local why="policy-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build crates/policy-host"
+  local why="test-host ($POLICY_HOST) or the policy ($POLICY_WASM) is not built; run 'make policy.wasm' and build crates/test-host"
   on_kwctl && why="E2E_HOST=kwctl needs KWCTL, an executable kwctl (KWCTL='$KWCTL'), and the policy ($POLICY_WASM)"
   if [[ "${CI:-}" == true ]]; then
     echo "$why" >&2
@@ -84,7 +84,7 @@ kwctl_trust_config() {
 }
 
 # _kwctl_run_command REQUEST [HOST OPTIONS...]: sets the caller's `cmd` and `KWCTL_KUBECONFIG`
-# to the kwctl run that does what `policy-host run` does with these options. Most flags are
+# to the kwctl run that does what `test-host run` does with these options. Most flags are
 # kwctl's own; --cluster-dir DIR becomes the fake API server (lib/fake_apiserver.py) serving
 # DIR, named by a kubeconfig; --host-capabilities becomes --allowed-host-capabilities. Options
 # kwctl has no equivalent for fail: the test must call skip_on_kwctl.

@@ -45,7 +45,7 @@ require_policy_server() {
   local why
   why=$(ps_skip_reason)
   [[ -z "$why" ]] || skip "$why"
-  if on_kwctl; then skip "runs in the E2E_HOST=policy-host pass only: the policy-server is the host here"; fi
+  if on_kwctl; then skip "runs in the E2E_HOST=test-host pass only: the policy-server is the host here"; fi
   if [[ ! -f "$POLICY_WASM" ]]; then
     why="the policy ($POLICY_WASM) is not built; run 'make annotated-policy.wasm'"
     if [[ "${CI:-}" == true ]]; then
@@ -233,7 +233,7 @@ ps_push_policy() {
   else
     { "$POLICY_HOST" annotate "${meta[@]}" && "$POLICY_HOST" "${push[@]}"; } >"$log" 2>&1 ||
       { cat "$log" >&2; return 1; }
-    echo policy-host
+    echo test-host
   fi
 }
 

@@ -18,7 +18,7 @@ export E2E_WORK
 cleanup() { registry_stop_all; rm -rf "$E2E_WORK"; }
 trap cleanup EXIT
 
-host_ready || { echo "build the policy and crates/policy-host first" >&2; exit 1; }
+host_ready || { echo "build the policy and crates/test-host first" >&2; exit 1; }
 scenario_setup_file
 
 # port_of HOST:PORT: the port.

@@ -119,7 +119,7 @@ impl DockerConfig {
                 }
                 Some(Credential::IdentityToken) => {
                     eprintln!(
-                        "policy-host: the credential for {registry} is an identity token, which this client does not use: looking up anonymously"
+                        "test-host: the credential for {registry} is an identity token, which this client does not use: looking up anonymously"
                     );
                     return RegistryAuth::Anonymous;
                 }

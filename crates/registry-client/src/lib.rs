@@ -1,4 +1,4 @@
-//! Registry access for the test host (`crates/policy-host`) and the lookup broker (`broker/`),
+//! Registry access for the test host (`crates/test-host`) and the lookup broker (`broker/`),
 //! one implementation for both.
 //!
 //! Every operation parses the reference like `oci_client::Reference`

@@ -35,7 +35,7 @@ fn cache_dir() -> Option<PathBuf> {
         None => std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .map(|base| base.join("policy-host").join("wasmtime")),
+            .map(|base| base.join("test-host").join("wasmtime")),
     }
 }
 

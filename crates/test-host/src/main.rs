@@ -1,4 +1,4 @@
-//! `policy-host`: a Kubewarden-compatible test host for waPC policies.
+//! `test-host`: a Kubewarden-compatible test host for waPC policies.
 //!
 //! kwctl cannot be installed where this project's tests run, so this binary
 //! stands in for `kwctl run`, `kwctl annotate` and `kwctl push`: waPC on wasmtime and

@@ -1,4 +1,4 @@
-//! `policy-host run`: the `kwctl run` replacement.
+//! `test-host run`: the `kwctl run` replacement.
 //!
 //! Order of work, as kwctl: load the policy and its metadata, build the host
 //! capabilities (live, recording or replaying), validate the settings, then
@@ -83,7 +83,7 @@ fn kubernetes_access(args: &RunArgs, metadata: Option<&Metadata>) -> KubernetesA
     if !args.allow_context_aware {
         if metadata.is_some_and(|m| !m.context_aware_resources.is_empty()) {
             eprintln!(
-                "policy-host: the policy requires access to Kubernetes resources; pass --allow-context-aware to grant it"
+                "test-host: the policy requires access to Kubernetes resources; pass --allow-context-aware to grant it"
             );
         }
         return KubernetesAccess::Denied;
@@ -97,7 +97,7 @@ fn kubernetes_access(args: &RunArgs, metadata: Option<&Metadata>) -> KubernetesA
         ),
         None => {
             eprintln!(
-                "policy-host: no policy metadata found, Kubernetes reads are not restricted by contextAwareResources"
+                "test-host: no policy metadata found, Kubernetes reads are not restricted by contextAwareResources"
             );
             KubernetesAccess::All
         }

@@ -1,4 +1,4 @@
-//! Command line interface of `policy-host`.
+//! Command line interface of `test-host`.
 //!
 //! The flag names mirror `kwctl run` / `kwctl annotate` / `kwctl push` so that
 //! bats tests written against this host read like tests written against kwctl.
@@ -10,14 +10,14 @@ use clap::{Args, Parser, Subcommand};
 
 /// A Kubewarden-compatible test host for waPC policies.
 #[derive(Debug, Parser)]
-#[command(name = "policy-host", version, about)]
+#[command(name = "test-host", version, about)]
 pub struct Cli {
     /// The operation to perform.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// The sub-commands of `policy-host`.
+/// The sub-commands of `test-host`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate an admission request with a policy, like `kwctl run`.
@@ -30,7 +30,7 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
-/// Options of `policy-host run`.
+/// Options of `test-host run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Path to a .wasm file, or registry://HOST[:PORT]/REPO[:TAG|@DIGEST].
@@ -99,7 +99,7 @@ pub struct RunArgs {
     pub replay_host_capabilities_interactions: Option<PathBuf>,
 }
 
-/// Options of `policy-host annotate`.
+/// Options of `test-host annotate`.
 #[derive(Debug, Args)]
 pub struct AnnotateArgs {
     /// policy-metadata.yml to embed.
@@ -118,7 +118,7 @@ pub struct AnnotateArgs {
     pub wasm_path: PathBuf,
 }
 
-/// Options of `policy-host push`.
+/// Options of `test-host push`.
 #[derive(Debug, Args)]
 pub struct PushArgs {
     /// The module to push.
@@ -140,7 +140,7 @@ pub struct PushArgs {
     pub oci_timeout_secs: u64,
 }
 
-/// Options of `policy-host bench`.
+/// Options of `test-host bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The module (.wasm file) to measure.

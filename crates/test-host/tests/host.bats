@@ -1,16 +1,16 @@
 #!/usr/bin/env bats
-# Regression tests of policy-host itself (not of the policy), with the probe guest
-# (guests/probe-guest) and real Debian docker-registry instances on 127.0.0.1.
+# Regression tests of test-host itself (not of the policy), with the probe guest
+# (guests/host-call-probe) and real Debian docker-registry instances on 127.0.0.1.
 #
-# Needs: the test host (target/debug/policy-host, or $POLICY_HOST), the probe guest built for
-# wasm32-wasip1 (or $PROBE_GUEST), docker-registry, skopeo, htpasswd, jq. Run: make host-tests
+# Needs: the test host (target/debug/test-host, or $POLICY_HOST), the probe guest built for
+# wasm32-wasip1 (or $HOST_CALL_PROBE), docker-registry, skopeo, htpasswd, jq. Run: make host-tests
 
 bats_require_minimum_version 1.5.0
 
 HOST_DIR="$(cd "$(dirname "$BATS_TEST_FILENAME")/.." && pwd)"
 ROOT="$(cd "$HOST_DIR/../.." && pwd)"
-H="${POLICY_HOST:-$ROOT/target/debug/policy-host}"
-G="${PROBE_GUEST:-$ROOT/target/wasm32-wasip1/release/probe_guest.wasm}"
+H="${POLICY_HOST:-$ROOT/target/debug/test-host}"
+G="${HOST_CALL_PROBE:-$ROOT/target/wasm32-wasip1/release/host_call_probe.wasm}"
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -59,7 +59,7 @@ build_layout() {
 }
 
 setup_file() {
-  [[ -x $H && -f $G ]] || skip "build policy-host and guests/probe-guest first"
+  [[ -x $H && -f $G ]] || skip "build test-host and guests/host-call-probe first"
   export NO_PROXY='*' no_proxy='*'
   start_registry anon
   start_registry auth auth
@@ -211,16 +211,16 @@ while time.time() < end:
 }
 
 @test "annotate, push, then run from registry://" {
-  printf 'rules: []\nmutating: false\nannotations:\n  io.kubewarden.policy.title: probe\n' >"$BATS_FILE_TMPDIR/meta.yml"
+  printf 'rules: []\nmutating: false\nannotations:\n  io.kubewarden.policy.title: host-call-probe\n' >"$BATS_FILE_TMPDIR/meta.yml"
   run "$H" annotate --metadata-path "$BATS_FILE_TMPDIR/meta.yml" --output-path "$BATS_FILE_TMPDIR/annotated.wasm" "$G"
   [ "$status" -eq 0 ]
   grep -q 'io.kubewarden.metadata' "$BATS_FILE_TMPDIR/annotated.wasm"
   grep -q '"protocolVersion":"v1"' "$BATS_FILE_TMPDIR/annotated.wasm"
-  run --separate-stderr "$H" push "$BATS_FILE_TMPDIR/annotated.wasm" "registry://127.0.0.1:$PORT_anon/policies/probe:v1" \
+  run --separate-stderr "$H" push "$BATS_FILE_TMPDIR/annotated.wasm" "registry://127.0.0.1:$PORT_anon/policies/host-call-probe:v1" \
     --sources-path "$BATS_FILE_TMPDIR/sources.yaml"
   [ "$status" -eq 0 ]
   [[ "$output" == sha256:* ]]
-  run --separate-stderr "$H" run "registry://127.0.0.1:$PORT_anon/policies/probe:v1" \
+  run --separate-stderr "$H" run "registry://127.0.0.1:$PORT_anon/policies/host-call-probe:v1" \
     --request-path "$BATS_FILE_TMPDIR/request.json" --sources-path "$BATS_FILE_TMPDIR/sources.yaml"
   [ "$status" -eq 0 ]
   [ "$output" = '{"uid":"u1","allowed":true,"auditAnnotations":null,"warnings":null}' ]
@@ -264,7 +264,7 @@ while time.time() < end:
     -n 1 --warmup 0 --skip-memory-pass >"$BATS_TEST_TMPDIR/bench.json" &
   pid=$!
   wait "$pid"
-  grep -q 'probe_guest::validate' "/tmp/perf-$pid.map"
+  grep -q 'host_call_probe::validate' "/tmp/perf-$pid.map"
   rm -f "/tmp/perf-$pid.map"
   jq -e '.peak_memory_pages == null and .peak_memory_bytes == null and .host_calls_per_request == 0' "$BATS_TEST_TMPDIR/bench.json"
   # without the variable, no map

@@ -265,7 +265,7 @@ impl Backend for Replayer {
     fn finish(&mut self) -> Result<()> {
         if self.cursor < self.exchanges.len() {
             eprintln!(
-                "policy-host: the request asked for {} of the session's {} recorded answers",
+                "test-host: the request asked for {} of the session's {} recorded answers",
                 self.cursor,
                 self.exchanges.len()
             );

@@ -1,4 +1,4 @@
-//! Measuring a guest's linear memory from outside, for `policy-host bench`.
+//! Measuring a guest's linear memory from outside, for `test-host bench`.
 //!
 //! wapc hides the wasmtime store, so the guest's `memory` export cannot be
 //! read after a call. Instead the engine is given a [`MemoryCreator`] whose

@@ -1,5 +1,5 @@
 //! Policies as files or as Kubewarden OCI artifacts: loading a policy for
-//! `run` (local path or `registry://`) and `policy-host push`.
+//! `run` (local path or `registry://`) and `test-host push`.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `policy-host annotate`: embed metadata in a module, like `kwctl annotate`.
+//! `test-host annotate`: embed metadata in a module, like `kwctl annotate`.
 //!
 //! The module's sections are copied byte for byte, except any existing
 //! `io.kubewarden.metadata` custom section, and a new one is appended. Doing
@@ -103,7 +103,7 @@ pub fn annotated_metadata(
     let annotations = metadata.annotations.get_or_insert_with(Default::default);
     annotations.insert(
         KWCTL_ANNOTATION.to_owned(),
-        format!("policy-host {}", env!("CARGO_PKG_VERSION")),
+        format!("test-host {}", env!("CARGO_PKG_VERSION")),
     );
     if let Some(usage) = usage {
         annotations.insert(USAGE_ANNOTATION.to_owned(), usage);

@@ -1,4 +1,4 @@
-//! `policy-host bench`: the guest's own cost per request.
+//! `test-host bench`: the guest's own cost per request.
 //!
 //! Loads a policy once, answers host calls from memory (every image exists
 //! with one canned digest; every Kubernetes object asked for exists, empty),
@@ -71,7 +71,7 @@ impl Backend for MemoryBackend {
             }),
             CallbackRequestType::OciManifest { .. }
             | CallbackRequestType::OciManifestAndConfig { .. } => {
-                bail!("policy-host bench answers manifest digests only")
+                bail!("test-host bench answers manifest digests only")
             }
         };
         Ok(serde_json::to_vec(&value)?)

@@ -1,7 +1,7 @@
-//! probe: the benchmark baseline that makes the policy's unavoidable host calls. It parses the
+//! lookup-baseline: the benchmark baseline that makes the policy's unavoidable host calls. It parses the
 //! `validate` payload, collects the distinct images of a Pod's containers, init containers and
 //! ephemeral containers, asks `oci/v1/manifest_digest` for each, and accepts whatever the
-//! answers (a failed lookup is ignored: the probe measures cost, not decisions).
+//! answers (a failed lookup is ignored: the baseline measures cost, not decisions).
 
 use std::collections::BTreeSet;
 

@@ -88,7 +88,7 @@ impl HostCapabilities {
         }
     }
 
-    /// Count every host call and the bytes it moves (`policy-host bench`).
+    /// Count every host call and the bytes it moves (`test-host bench`).
     pub fn with_meter(mut self, meter: Arc<CallMeter>) -> Self {
         self.meter = Some(meter);
         self
@@ -152,7 +152,7 @@ impl HostCapabilities {
             return Ok(());
         }
         eprintln!(
-            "policy-host: refused {capability}, not in --host-capabilities '{}'",
+            "test-host: refused {capability}, not in --host-capabilities '{}'",
             self.allow_list
         );
         Err(format!(

@@ -62,7 +62,7 @@ fn validate(payload: &[u8]) -> CallResult {
         return Err(msg.to_string().into());
     }
     if let Some(msg) = settings.get("log").and_then(Value::as_str) {
-        let event = json!({"level": "info", "msg": msg, "policy": "probe"});
+        let event = json!({"level": "info", "msg": msg, "policy": "host-call-probe"});
         let _ = host_call("kubewarden", "tracing", "log", &serde_json::to_vec(&event)?);
     }
     let mut results = Vec::new();

@@ -1,5 +1,5 @@
 //! Counting host calls and the bytes they move across the guest boundary,
-//! for `policy-host bench`.
+//! for `test-host bench`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
