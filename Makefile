@@ -146,6 +146,9 @@ lint:
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
 	python3 scripts/writable-page.py
+	@# Each package Cargo.lock holds twice is explained in CONTRIBUTING.md.
+	python3 scripts/test_lock_duplicates.py
+	python3 scripts/lock-duplicates.py
 	@# Artifact Hub's form: artifacthub-pkg.yml embeds questions-ui.yml as it is.
 	python3 scripts/artifacthub-questions.py --check
 	@# deploy/'s manifests, strictly, for each supported Kubernetes minor, with

@@ -22,7 +22,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::http::tls::ReloadingCertificate;
 use crate::lookup::reply::Reply;
 use crate::lookup::service::Broker;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, CONTENT_TYPE};
 
 /// How long the accept loop rests after an accept error: EMFILE, the usual one, lasts until
 /// connections close, and retrying at once would spin a core.
@@ -119,7 +119,7 @@ fn metrics_reply(metrics: &Metrics, path: &str) -> Reply {
     match path {
         "/metrics" => Reply {
             status: 200,
-            headers: vec![("Content-Type", "text/plain; version=0.0.4".into())],
+            headers: vec![("Content-Type", CONTENT_TYPE.into())],
             body: metrics.render().into_bytes(),
         },
         "/readyz" if metrics.is_ready() => text(200, "ready\n"),

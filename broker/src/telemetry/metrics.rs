@@ -1,10 +1,19 @@
-//! Prometheus metrics (text exposition format, written by hand: a few counters need no
-//! library) and readiness.
+//! Prometheus metrics, kept and written by `prometheus-client` in the Prometheus text format
+//! (version 0.0.4, the one the hand-written exposition served), and readiness.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// The outcomes a lookup is counted under.
 /// The lookup log line's `outcome` words (service.rs, unanswerable.rs, and the credential
@@ -49,21 +58,96 @@ impl Reloaded {
 /// Upper bounds (seconds) of the lookup duration histogram.
 const BUCKETS: [f64; 8] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
+/// One label, its value one of the fixed words above: never a word a request chose.
+type Label = [(&'static str, &'static str); 1];
+
 /// The broker's counters.
-#[derive(Default)]
 pub struct Metrics {
     ready: AtomicBool,
-    lookups: [AtomicU64; OUTCOMES.len()],
-    attempts: [AtomicU64; ATTEMPTS.len()],
-    callers_refused: AtomicU64,
-    in_flight: AtomicU64,
-    buckets: [AtomicU64; BUCKETS.len()],
-    duration_micros: AtomicU64,
-    reload_failures: [AtomicU64; RELOADED.len()],
+    registry: Registry,
+    lookups: Family<Label, Counter>,
+    attempts: Family<Label, Counter>,
+    callers_refused: Counter,
+    in_flight: Gauge,
+    duration: Histogram,
+    reload_failures: Family<Label, Counter>,
     /// Since when each reload has been failing, `None` while it succeeds.
     failing_since: Mutex<[Option<Instant>; RELOADED.len()]>,
     /// How long a reload may fail before `/readyz` says not ready (ms).
     reload_grace_ms: AtomicU64,
+}
+
+/// A counter family registered as `name`, with a zero shown for each of `words` under
+/// `label` from the start.
+fn family(
+    registry: &mut Registry,
+    (name, help): (&str, &str),
+    label: &'static str,
+    words: &[&'static str],
+) -> Family<Label, Counter> {
+    let family = Family::<Label, Counter>::default();
+    for word in words {
+        let _zero = family.get_or_create(&[(label, word)]);
+    }
+    registry.register(name, help, family.clone());
+    family
+}
+
+impl Default for Metrics {
+    /// Registered under the names the hand-written exposition used (the library adds the
+    /// counters' `_total`), so scrapes and dashboards see no change.
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let r = &mut registry;
+        let lookups = family(
+            r,
+            ("broker_lookups", "Lookups answered, by outcome"),
+            "outcome",
+            &OUTCOMES,
+        );
+        let attempts = family(
+            r,
+            (
+                "broker_upstream_attempts",
+                "Registry attempts (one per credential tried), by result",
+            ),
+            "result",
+            &ATTEMPTS,
+        );
+        let callers_refused = Counter::default();
+        r.register(
+            "broker_callers_refused",
+            "Requests without the caller credential",
+            callers_refused.clone(),
+        );
+        let reloads = "Failed readings of the keys, caller credentials or TLS certificate \
+                       (the old ones kept)";
+        let reload_failures = family(r, ("broker_reload_failures", reloads), "what", &RELOADED);
+        let in_flight = Gauge::default();
+        r.register(
+            "broker_lookups_in_flight",
+            "Lookups being answered",
+            in_flight.clone(),
+        );
+        let duration = Histogram::new(BUCKETS);
+        r.register(
+            "broker_lookup_duration_seconds",
+            "Time to answer a lookup",
+            duration.clone(),
+        );
+        Metrics {
+            ready: AtomicBool::default(),
+            registry,
+            lookups,
+            attempts,
+            callers_refused,
+            in_flight,
+            duration,
+            reload_failures,
+            failing_since: Mutex::default(),
+            reload_grace_ms: AtomicU64::default(),
+        }
+    }
 }
 
 impl Metrics {
@@ -98,7 +182,9 @@ impl Metrics {
 
     /// Counts a failed reload of `what`, and remembers since when it fails.
     pub fn reload_failed(&self, what: Reloaded) {
-        self.reload_failures[what as usize].fetch_add(1, Ordering::Relaxed);
+        self.reload_failures
+            .get_or_create(&[("what", what.word())])
+            .inc();
         if let Ok(mut since) = self.failing_since.lock() {
             since[what as usize].get_or_insert_with(Instant::now);
         }
@@ -132,93 +218,38 @@ impl Metrics {
         }
     }
 
-    /// Counts a finished lookup.
+    /// Counts a finished lookup; a word not in [`OUTCOMES`] only in the duration.
     pub fn lookup(&self, outcome: &str, seconds: f64) {
-        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
-            self.lookups[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(word) = OUTCOMES.iter().find(|o| **o == outcome) {
+            self.lookups.get_or_create(&[("outcome", word)]).inc();
         }
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                self.buckets[i].fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.duration_micros
-            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        self.duration.observe(seconds);
     }
 
     /// Counts an upstream attempt.
     pub fn attempt(&self, result: &str) {
-        if let Some(i) = ATTEMPTS.iter().position(|o| *o == result) {
-            self.attempts[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(word) = ATTEMPTS.iter().find(|o| **o == result) {
+            self.attempts.get_or_create(&[("result", word)]).inc();
         }
     }
 
     /// Counts a request without the caller credential.
     pub fn caller_refused(&self) {
-        self.callers_refused.fetch_add(1, Ordering::Relaxed);
+        self.callers_refused.inc();
     }
 
     /// A lookup started; the guard counts it finished when dropped.
     pub fn in_flight(&self) -> InFlight<'_> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.inc();
         InFlight(self)
     }
 
-    /// The exposition text.
+    /// The exposition text ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        out.push_str("# HELP broker_lookups_total Lookups answered, by outcome.\n# TYPE broker_lookups_total counter\n");
-        for (i, o) in OUTCOMES.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "broker_lookups_total{{outcome=\"{o}\"}} {}",
-                get(&self.lookups[i])
-            );
-        }
-        out.push_str("# HELP broker_upstream_attempts_total Registry attempts (one per credential tried), by result.\n# TYPE broker_upstream_attempts_total counter\n");
-        for (i, r) in ATTEMPTS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "broker_upstream_attempts_total{{result=\"{r}\"}} {}",
-                get(&self.attempts[i])
-            );
-        }
-        out.push_str("# HELP broker_callers_refused_total Requests without the caller credential.\n# TYPE broker_callers_refused_total counter\n");
-        let _ = writeln!(
-            out,
-            "broker_callers_refused_total {}",
-            get(&self.callers_refused)
-        );
-        out.push_str("# HELP broker_reload_failures_total Failed readings of the keys, caller credentials or TLS certificate (the old ones kept).\n# TYPE broker_reload_failures_total counter\n");
-        for (i, what) in RELOADED.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "broker_reload_failures_total{{what=\"{what}\"}} {}",
-                get(&self.reload_failures[i])
-            );
-        }
-        out.push_str("# HELP broker_lookups_in_flight Lookups being answered.\n# TYPE broker_lookups_in_flight gauge\n");
-        let _ = writeln!(out, "broker_lookups_in_flight {}", get(&self.in_flight));
-        out.push_str("# HELP broker_lookup_duration_seconds Time to answer a lookup.\n# TYPE broker_lookup_duration_seconds histogram\n");
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "broker_lookup_duration_seconds_bucket{{le=\"{bound}\"}} {}",
-                get(&self.buckets[i])
-            );
-        }
-        let count: u64 = self.lookups.iter().map(get).sum();
-        let _ = writeln!(
-            out,
-            "broker_lookup_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
-        );
-        let _ = writeln!(
-            out,
-            "broker_lookup_duration_seconds_sum {}",
-            get(&self.duration_micros) as f64 / 1e6
-        );
-        let _ = writeln!(out, "broker_lookup_duration_seconds_count {count}");
+        // Writing to a String cannot fail; a metric that could not be written would leave
+        // the text short, never the scrape unanswered.
+        let _ = prometheus_text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -228,7 +259,7 @@ pub struct InFlight<'m>(&'m Metrics);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.in_flight.dec();
     }
 }
 
@@ -356,5 +387,19 @@ mod tests {
         assert!(text.contains("broker_lookup_duration_seconds_bucket{le=\"5\"} 2\n"));
         assert!(text.contains("broker_lookup_duration_seconds_count 2\n"));
         assert!(text.contains("broker_lookups_in_flight 0\n"));
+        for family in [
+            "# TYPE broker_lookups_total counter\n",
+            "# TYPE broker_upstream_attempts_total counter\n",
+            "# TYPE broker_callers_refused_total counter\n",
+            "# TYPE broker_reload_failures_total counter\n",
+            "# TYPE broker_lookups_in_flight gauge\n",
+            "# TYPE broker_lookup_duration_seconds histogram\n",
+        ] {
+            assert!(text.contains(family), "{family} in {text}");
+        }
+        assert!(
+            !text.contains("# EOF"),
+            "the 0.0.4 text format, not OpenMetrics: {text}"
+        );
     }
 }
