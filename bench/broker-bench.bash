@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # What the broker's benchmarks share (bench/broker*.sh source it): the repository root as the
 # working directory, BENCH_BROKER_REPEATS as REPEATS, the e2e helpers (registries, images, the
-# broker), and medians of rows measured interleaved.
+# broker), medians of rows measured interleaved, and the preamble of those on the real
+# policy-server (broker_server_bench).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -31,4 +32,26 @@ interleaved() {
   for row in "$@"; do
     MEDIANS[$row]=$(tr ' ' '\n' <<<"${times[$row]}" | grep . | median)
   done
+}
+
+# broker_server_bench TITLE: the title of a benchmark on the real policy-server (POLICY_SERVER,
+# else on PATH) in front of the broker; exits 0, saying so, without the server, the broker or the
+# annotated policy ($POLICY_WASM), else gives the benchmark a work directory ($E2E_WORK) that
+# is removed, with every registry and server it started, on exit.
+POLICY_WASM=${BENCH_POLICY_WASM:-$ROOT/annotated-policy.wasm}
+broker_server_bench() {
+  echo
+  echo "## $1"
+  echo
+  if ! policy_server_bin >/dev/null; then
+    echo "skipped: no policy-server (set POLICY_SERVER, or put policy-server on PATH)"
+    exit 0
+  fi
+  if [[ ! -x "$(broker_bin)" || ! -f "$POLICY_WASM" ]]; then
+    echo "skipped: no broker binary ($(broker_bin)) or policy ($POLICY_WASM): run 'make broker annotated-policy.wasm'"
+    exit 0
+  fi
+  E2E_WORK=$(mktemp -d)
+  export E2E_WORK
+  trap 'registry_stop_all; rm -rf "$E2E_WORK"' EXIT
 }

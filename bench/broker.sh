@@ -11,23 +11,7 @@ set -euo pipefail
 
 # shellcheck source=bench/broker-bench.bash
 source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
-POLICY_WASM=${BENCH_POLICY_WASM:-$ROOT/annotated-policy.wasm}
-
-echo
-echo "## Lookup broker: a brokered lookup against a direct one (real policy-server)"
-echo
-if ! policy_server_bin >/dev/null; then
-  echo "skipped: no policy-server (set POLICY_SERVER, or put policy-server on PATH)"
-  exit 0
-fi
-if [[ ! -x "$(broker_bin)" || ! -f "$POLICY_WASM" ]]; then
-  echo "skipped: no broker binary ($(broker_bin)) or policy ($POLICY_WASM): run 'make broker annotated-policy.wasm'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-trap 'registry_stop_all; rm -rf "$E2E_WORK"' EXIT
+broker_server_bench "Lookup broker: a brokered lookup against a direct one (real policy-server)"
 
 registry_start auth >/dev/null
 n=$((2 * (REPEATS + 1)))

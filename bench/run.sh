@@ -322,9 +322,14 @@ fi
 # bench/broker-providers.sh, the broker alone: a credential provider plugin against a pull
 # secret; bench/broker-providers-fairness.sh: a namespace's plugin lookups beside a slow one's;
 # bench/safe-install.sh: one namespace's lookups beside a hostile neighbour;
+# bench/broker-cost.sh: admission with deploy/'s settings (every lookup brokered) against the
+# server's own lookups, skips without the real policy-server; bench/broker-neighbours.sh: one
+# namespace's lookups beside three hostile ones, the broker alone;
 # bench/broker-suggestions.sh: a 404 with tag suggestions against one without) ---------------
 if section broker; then
   bash "$ROOT/bench/broker.sh"
+  bash "$ROOT/bench/broker-cost.sh"
+  bash "$ROOT/bench/broker-neighbours.sh"
   bash "$ROOT/bench/broker-providers.sh"
   bash "$ROOT/bench/broker-providers-fairness.sh"
   bash "$ROOT/bench/safe-install.sh"

@@ -79,19 +79,6 @@ setup() {
   [[ -n "${SAFE_SETTINGS:-}" ]] || skip "setup_file did not run"
 }
 
-# deploy_settings BROKER-HOST: the ClusterAdmissionPolicy's settings of deploy/policy-server.yaml,
-# as JSON, with lookupBroker.host replaced.
-deploy_settings() {
-  python3 - "$REPO_ROOT/deploy/policy-server.yaml" "$1" <<'EOF'
-import json, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-[policy] = [d for d in docs if d["kind"] == "ClusterAdmissionPolicy"]
-settings = policy["spec"]["settings"]
-settings["lookupBroker"]["host"] = sys.argv[2]
-print(json.dumps(settings))
-EOF
-}
-
 # evaluate REQUEST: the policy's answer with deploy/'s settings: on the stock policy-server when
 # setup_file started one, else on the test host.
 evaluate() {

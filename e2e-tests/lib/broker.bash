@@ -15,6 +15,7 @@
 #       -> PS_PORT_<NAME> (the validation port), log in registries/NAME/policy-server.log
 #   broker_validate NAME POLICY-ID REQUEST  # prints the AdmissionReview's response
 #   deploy_broker_flags                     # deploy/broker.yaml's time-out and destination flags
+#   deploy_settings BROKER-HOST             # deploy/policy-server.yaml's policy settings, as JSON
 #   broker_readyz STATUS; broker_reload_fails WHAT FILE CONTENT  # readiness and failed reloads
 #
 # Lookups the policy makes through a policy server are the policy server's: the stock
@@ -101,6 +102,19 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 for arg in deployment["spec"]["template"]["spec"]["containers"][0]["args"]:
     if arg.split("=")[0] in ("--attempt-timeout-ms", "--lookup-timeout-ms", "--deny-destination"):
         print(arg)
+EOF
+}
+
+# deploy_settings BROKER-HOST: the ClusterAdmissionPolicy's settings of deploy/policy-server.yaml,
+# as JSON, with lookupBroker.host replaced.
+deploy_settings() {
+  python3 - "$REPO_ROOT/deploy/policy-server.yaml" "$1" <<'EOF'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+[policy] = [d for d in docs if d["kind"] == "ClusterAdmissionPolicy"]
+settings = policy["spec"]["settings"]
+settings["lookupBroker"]["host"] = sys.argv[2]
+print(json.dumps(settings))
 EOF
 }
 
