@@ -141,6 +141,9 @@ lint:
 	@# Commit subjects after COMMIT_BASE read `area: what changed` in at most 72 characters.
 	python3 scripts/test_commit_subjects.py
 	python3 scripts/commit-subjects.py $(COMMIT_BASE)
+	@# Markdown words per 1,000 lines of Rust within budget (CHANGELOG.md aside).
+	python3 scripts/test_doc_budget.py
+	python3 scripts/doc-budget.py
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`, plugins shared fairly (docs/clouds/credential-providers.md): one
+# `make bench`, plugins shared fairly (docs/credential-providers.md): one
 # namespace's brokered lookups through a credential provider plugin, alone and then beside a
 # namespace whose lookups through the same plugin are slow (the plugin takes a second for its
 # images, run every lookup), on a real registry on loopback. Prints the well-behaved

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`, the lookup broker with the node's credential provider plugins
-# (docs/clouds/credential-providers.md): the broker asked directly, as the policy server asks
+# (docs/credential-providers.md): the broker asked directly, as the policy server asks
 # it (sealed names, the caller credential), for one private image, with the namespace's pull
 # secret against the same lookup with no pull secret and a credential provider plugin (the
 # tests' plugin, crates/test-credential-provider) answering the same credential: once run for

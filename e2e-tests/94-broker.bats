@@ -336,7 +336,7 @@ sealed_lookup() {
   apilog="$(e2e_workdir)/registries/apiserver/apiserver.log"
   now=$(date +%s)
   before=$(wc -l <"$BROKER_LOG")
-  # the recipe of docs/design/broker-encoding.md, as the policy seals: answered
+  # the recipe of crates/broker-reference/src/spec.rs, as the policy seals: answered
   run -0 sealed_lookup "$(broker_seal "$body" v1)" v1
   [[ "$output" == 200 ]] || _fail_with "a seal by the doc's recipe was refused: $output"
   grep -q "secrets/seal-probe" "$apilog" || _fail_with "the answered lookup read no Secret: $(cat "$apilog")"

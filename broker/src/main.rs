@@ -1,6 +1,6 @@
 //! resolvable-images-broker: answers the policy server's manifest lookups with a namespace's
 //! pull secrets, the kubelet's way, so that the stock Kubewarden policy server can check
-//! private images (docs/broker.md; the encoding is docs/design/broker-encoding.md).
+//! private images (docs/broker.md; the encoding is crates/broker-reference/src/spec.rs).
 
 // The layers, bottom-up, one folder each: a module names only modules of its own folder or of
 // the folders above it in this list. `scripts/import-cycles.py` (`make cycles`) fails on any

@@ -61,7 +61,7 @@ broker_namespace_yaml() {
 # <registry>/<repo>`) for ASKED, the tag or digest of the manifest URL, sealed with KEY (default
 # $BROKER_KEY) for the broker host HOST (default $BROKER_ADDR) until EXPIRES (Unix seconds;
 # default: as the policy writes it, the next 5-minute boundary plus 5 minutes), the openssl
-# recipe of docs/design/broker-encoding.md.
+# recipe of crates/broker-reference/src/spec.rs.
 broker_seal() {
   local body=$1 asked=$2 key=${3:-$BROKER_KEY} expires=${4:-} host=${5:-$BROKER_ADDR} sep=: seal
   [[ -n "$expires" ]] || expires=$((($(date +%s) + 299) / 300 * 300 + 300))

@@ -2,8 +2,8 @@
 //! capabilities only use the policy server's own credentials, a lookup that needs a pod's pull
 //! secrets is rewritten to a reference on the broker's host that encodes the request's
 //! namespace, the pod's pull secret names (or its ServiceAccount) and the real image
-//! (`crates/broker-reference`, docs/design/broker-encoding.md). The policy server looks that up with
-//! the credential it holds for the broker; the broker looks the real image up with the pod's
+//! (`crates/broker-reference`, its `spec` module). The policy server looks that up with the
+//! credential it holds for the broker; the broker looks the real image up with the pod's
 //! secrets, the kubelet's way, and answers with the registry's status and digest.
 //!
 //! Three rules keep one namespace's secrets out of another's lookups: the broker answers only

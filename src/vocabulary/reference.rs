@@ -18,7 +18,10 @@
 //! - A bare 64-hex string is refused (it reads as an image ID); no tag means `latest`.
 //!
 //! A refusal names the part at fault and the rule it breaks, in the project's words: the
-//! kubelet's event words the same refusal in distribution's.
+//! kubelet's event words the same refusal in distribution's. The tests are the project's own
+//! cases, one or more per rule, and the shared normalisation vectors when `../shared/vectors`
+//! is beside the clone; they and the `reference` fuzz target hold [`ImageReference::parse`] to
+//! [`ImageReference::parse_by_grammar`], the grammar alone, on every input.
 
 use std::fmt;
 

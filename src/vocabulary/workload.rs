@@ -1,5 +1,12 @@
 //! Workloads and their containers: where each kind keeps its pod spec, which images it lists
 //! (containers' and image volumes'), and the pull policy the kubelet will apply to each.
+//!
+//! Our own types rather than `k8s-openapi`'s `PodSpec`, holding only what the policy reads
+//! (names, images and pull policies of containers and image volumes, pull secrets,
+//! ServiceAccount, the scheduling fields as raw JSON): a custom kind's template may hold
+//! placeholders (`terminationGracePeriodSeconds: "{{…}}"`) in typed fields the policy never
+//! reads, and those must not turn the request into a 400. (`k8s-openapi` stays a dependency
+//! only to pick the Kubernetes version the SDK is built for.)
 
 use std::collections::BTreeMap;
 use std::fmt;

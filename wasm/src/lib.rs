@@ -1,7 +1,9 @@
 //! The WebAssembly module Kubewarden loads: the waPC exports, and nothing else. Every decision
 //! is made by `resolvable_images_policy`, which forbids unsafe code; exporting `wapc_init` by
 //! its unmangled name is an unsafe attribute, so the exports live in this crate of their own.
-//! Natively it is empty.
+//! Natively it is empty: it is tested through the policy's tests and the e2e suites, which load
+//! the module `make policy.wasm` builds (exports `wapc_init`, `validate`, `validate_settings`,
+//! `protocol_version`).
 
 #[cfg(target_arch = "wasm32")]
 mod exports {

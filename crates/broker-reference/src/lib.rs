@@ -7,21 +7,8 @@
 //! by `/`), and the whole name, broker host included, is at most 255 characters. The encoding
 //! is canonical: [`BrokeredName::decode`] accepts exactly the strings
 //! [`BrokeredName::encode`] produces, so two different lookups never share an encoded name
-//! (and never share an entry of the policy server's cache). `docs/design/broker-encoding.md` is the
-//! specification; the layout is
-//!
-//! ```text
-//! r3/<seal>/<expires>/<namespace>/<credentials>/<registry>/<repository…>
-//! seal:        32 hex digits: HMAC-SHA256, under the key the policy and broker share, of
-//!              `<broker host>/r3/<expires>/<namespace>/…/<repository>` and the one tag
-//!              (`:<tag>`) or digest (`@<digest>`) the manifest URL asks for
-//! expires:     Unix seconds after which the broker refuses the name
-//! credentials: n                      no pull secrets: anonymous
-//!              s.<secret>[__<secret>…] these pull secrets, in this order
-//!              a.<serviceaccount>      the ServiceAccount's pull secrets
-//! registry:    d.<host>[_<port>]       a lowercase DNS name (with its port)
-//!              x.<hex>                 anything else (IPv6, uppercase), hex of its text
-//! ```
+//! (and never share an entry of the policy server's cache). The layout, the sealed message, the
+//! expiry and the refusals are specified in [`spec`].
 //!
 //! Security rests on who can write the name. The broker answers only names sealed with its
 //! key ([`SealingKey`]), which the policy reads from a Secret that only it is granted, so
@@ -31,10 +18,14 @@
 //! from a log or a cache holds no lasting capability. The policy fills in the namespace of
 //! the admission request, never anything from the image; and it never sends a reference on
 //! the broker's host that it did not write itself ([`is_broker_host`]).
+//!
+//! Used by the policy (compiled into its wasm) and the broker, so that both read one encoding;
+//! tested by its unit tests and the broker's suites (`e2e-tests/9[4-7]-broker*.bats`).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+pub mod spec;
 pub mod suggested_tags;
 
 /// The first component of every encoded name: the version of this encoding.

@@ -75,7 +75,7 @@ fn encodes_the_documented_examples() {
         "registry.example:5000",
         "app/web",
     );
-    // the seal as `openssl dgst -sha256 -hmac <key>` computes it (docs/design/broker-encoding.md)
+    // the seal as `openssl dgst -sha256 -hmac <key>` computes it (the `spec` module's recipe)
     assert_eq!(
         reference(HOST, &lookup, &key(), Some("v1"), None, EXPIRES).unwrap(),
         "broker.kw.svc:8443/r3/3ffe6117917f3f9486b885f4e6a24049/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1"

@@ -15,6 +15,13 @@
 //! settings read the careful way: an empty string anywhere, a `null` as the value itself (a
 //! `null` inside a list or object is left to the reader: serde refuses it where the careful
 //! reading would remove it, or reads it as the absent value removing it gives).
+//!
+//! [`compare`], and in the wasm build the module's `memcmp`, compare eight bytes a step where
+//! wasi-libc's compares one, for every string `==` and ordered map of the policy. Used by the
+//! policy (`src/`) only; tested by the unit tests (natively everything but the SIMD
+//! comparisons), the policy's decision tests and the `json_extent` fuzz target (the scanner
+//! agrees with serde_json on every valid document, `compare` with slice ordering on every
+//! pair). Every `unsafe` block carries a `SAFETY:` comment saying why it holds.
 
 use std::borrow::Cow;
 

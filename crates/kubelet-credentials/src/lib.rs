@@ -22,7 +22,10 @@
 //! - `pod_secrets`: which pull secrets a pod uses, its own or its ServiceAccount's.
 //!
 //! The policy (compiled to wasm) and the lookup broker (native) both use this crate, so it
-//! depends on serde and serde_json only.
+//! depends on serde and serde_json only. The policy calls it `credentials`. Tested by a
+//! test per rule, the shared keyring vectors when `../shared/vectors` is beside the clone, the
+//! `keyring` and `docker_config` fuzz targets and the policy's decision tests; the `testing`
+//! feature exports the builders of Secrets and base64 that the tests and fuzz targets share.
 
 mod credential;
 mod docker_config;

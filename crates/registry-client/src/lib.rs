@@ -12,6 +12,11 @@
 //! `Display`/`source` chain of policy-fetcher's errors, so that `{:?}` gives the texts a guest
 //! gets from a policy server, which the policy classifies by substring
 //! (`src/host/error.rs`); the texts of the others are this client's own.
+//!
+//! One connection pool, protocol decision and token cache per registry; manifest lookups
+//! bounded in time and size; it also pushes and pulls the policy as an OCI artifact. Tested by
+//! its unit tests (some against an in-process registry) and, through its users, by the e2e
+//! suites against Debian's `docker-registry`.
 
 pub mod auth;
 pub mod credential_loop;
