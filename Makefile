@@ -131,6 +131,9 @@ shell-syntax:
 # needs (scripts/writable-page.py); the GitHub workflows.
 # The last commit before the project's subject rule (CONTRIBUTING.md, "Commits").
 COMMIT_BASE := b1e9a07a8383dfafa0f79d58e786dcafb290d785
+# The markdown's ceiling, a ratchet towards doc-budget.py's target of 700 (issue 57): lowered as
+# pages are cut, never raised.
+DOC_BUDGET := 780
 .PHONY: lint
 lint:
 	@# Only what this project wrote: no patch, bytecode or binary tracked, no engine read from
@@ -143,7 +146,7 @@ lint:
 	python3 scripts/commit-subjects.py $(COMMIT_BASE)
 	@# Markdown words per 1,000 lines of Rust within budget (CHANGELOG.md aside).
 	python3 scripts/test_doc_budget.py
-	python3 scripts/doc-budget.py
+	python3 scripts/doc-budget.py $(DOC_BUDGET)
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
 	$(NATIVE_CARGO) test --all-targets --no-run
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
