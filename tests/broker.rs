@@ -17,7 +17,7 @@ const BROKER: &str = "broker.kw.svc:8443";
 /// The key the broker and the policy share in these tests (the Secret's `data.key`).
 const KEY: &str = "e2e-sealing-key-0123456789abcdefghij";
 
-fn settings(usage: &str) -> Value {
+pub(crate) fn settings(usage: &str) -> Value {
     json!({"lookupBroker": {"host": BROKER, "use": usage,
         "keySecret": {"namespace": "kubewarden", "name": "broker-key"}}})
 }
@@ -49,10 +49,37 @@ fn brokered_name(registry: &str, repository: &str, secrets: &[&str]) -> Brokered
 /// The brokered reference of `registry/repository:tag` for team-a's `secrets`, sealed at the
 /// test host's wall clock.
 fn brokered(registry: &str, repository: &str, tag: &str, secrets: &[&str]) -> String {
+    brokered_in("team-a", registry, repository, tag, secrets)
+}
+
+/// The brokered reference of `registry/repository:tag` for `namespace`'s `secrets`, sealed at
+/// the test host's wall clock.
+pub(crate) fn brokered_in(
+    namespace: &str,
+    registry: &str,
+    repository: &str,
+    tag: &str,
+    secrets: &[&str],
+) -> String {
+    encodable_in(namespace, registry, repository, tag, secrets).expect("encodable")
+}
+
+/// [`brokered_in`], or `None` where the name is too long for the broker's encoding (the policy
+/// then looks the image up directly).
+pub(crate) fn encodable_in(
+    namespace: &str,
+    registry: &str,
+    repository: &str,
+    tag: &str,
+    secrets: &[&str],
+) -> Option<String> {
     let key = SealingKey::new(KEY).expect("a key");
     let expires = broker_reference::expiry(InMemoryHost::UNIX_TIME.as_secs());
-    let name = brokered_name(registry, repository, secrets);
-    broker_reference::reference(BROKER, &name, &key, Some(tag), None, expires).expect("encodable")
+    let name = BrokeredName {
+        namespace: namespace.into(),
+        ..brokered_name(registry, repository, secrets)
+    };
+    broker_reference::reference(BROKER, &name, &key, Some(tag), None, expires).ok()
 }
 
 /// What the broker at `now` (Unix seconds) makes of a brokered `reference` the policy wrote,
@@ -94,7 +121,7 @@ fn migrate() -> String {
     )
 }
 
-fn host() -> InMemoryHost {
+pub(crate) fn host() -> InMemoryHost {
     cluster()
         .with_object(key_secret(&format!("{KEY}\n")))
         .with_object(dockerconfigjson(
@@ -645,7 +672,7 @@ fn a_provider_needing_the_pods_service_account_gets_it_in_the_sealed_name() {
 
 /// The policy server's text for a brokered lookup of `reference` the broker answered 404,
 /// with `message` as its error's message.
-fn not_found_saying(reference: &str, message: &str) -> String {
+pub(crate) fn not_found_saying(reference: &str, message: &str) -> String {
     host_text(&format!(
         "Registry error: url {}, envelope: OCI API errors: [OCI API error: {message}]",
         manifest_url(reference)

@@ -216,3 +216,37 @@ fn a_registry_that_may_hide_repositories_says_so_first() {
         &image,
     );
 }
+
+/// An absent image's tag suggestions (the lookup broker's, issue 56) stay whole beside the
+/// reason, whatever the names around them: with the longest image the broker's encoding carries
+/// for a 63-character namespace (a longer one is looked up directly, without suggestions).
+#[test]
+fn an_absent_images_tag_suggestions_are_kept_whole() {
+    let registry = "registry.example.com";
+    let team = "/team/";
+    let (repository, reference) = (1..=200 - registry.len() - team.len() - ":1.4.2".len())
+        .rev()
+        .map(|n| format!("team/{}", "a".repeat(n)))
+        .find_map(|repository| {
+            crate::broker::encodable_in(&namespace(), registry, &repository, "1.4.2", &[])
+                .map(|reference| (repository, reference))
+        })
+        .expect("some image encodes");
+    let image = format!("{registry}/{repository}:1.4.2");
+    assert!(image.len() > 100, "{}: {image}", image.len());
+    let said = "manifest unknown (nearest tags: 1.4.1 1.4.2-alpine)";
+    let host = crate::broker::host()
+        .with_object(service_account(json!({})))
+        .with_error(
+            &reference,
+            &crate::broker::not_found_saying(&reference, said),
+        );
+    let mut settings = crate::broker::settings("all");
+    settings["actions"] = json!({"absent": "warn"});
+    let response = run(&long_pod(&image, "IfNotPresent"), settings, &host);
+    assert_cause_kept(
+        &response,
+        "(did you mean 1.4.1 or 1.4.2-alpine?)",
+        "not found on registry registry.example.com",
+    );
+}
