@@ -21,13 +21,11 @@
 # BENCH_NEIGHBOUR_RATE (10), BROKER_BIN, TEST_PROVIDER_BIN.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 LOOKUPS=${BENCH_NEIGHBOUR_LOOKUPS:-100}
 RATE=${BENCH_NEIGHBOUR_RATE:-10}
-# shellcheck source=bench/broker_providers_lib.sh
-source bench/broker_providers_lib.sh
-providers_bench "Lookup broker: one namespace's lookups beside three hostile namespaces (broker alone)"
+broker_alone_bench "Lookup broker: one namespace's lookups beside three hostile namespaces (broker alone)" plugin
 
 registry_start anon >/dev/null
 registry_start auth >/dev/null
@@ -159,9 +157,6 @@ for ((round = 0; round < 5; round++)); do
   done
 done
 
-percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; print v[i] }'; }
-errors() { awk '$1 != 200' "$1" | wc -l; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
 # row KIND PHASE: p50 / p99, the ratios of p50 / p99 to alone, errors of KIND's lookups in PHASE.
 row() {
   local a50 a99 b50 b99

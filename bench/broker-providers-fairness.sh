@@ -9,12 +9,10 @@
 # (lookups per column, 100), BROKER_BIN, TEST_PROVIDER_BIN.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 LOOKUPS=${BENCH_FAIRNESS_LOOKUPS:-100}
-# shellcheck source=bench/broker_providers_lib.sh
-source bench/broker_providers_lib.sh
-providers_bench "Lookup broker: one namespace's plugin lookups beside a slow namespace's (broker alone)"
+broker_alone_bench "Lookup broker: one namespace's plugin lookups beside a slow namespace's (broker alone)" plugin
 
 registry_start auth >/dev/null
 image=$(build_image bench-fairness)
@@ -61,9 +59,6 @@ column() {
   local i
   for ((i = 0; i < LOOKUPS; i++)); do one "$fast_url"; done >"$1"
 }
-percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; print v[i] }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
-errors() { awk '$1 != 200' "$1" | wc -l; }
 
 one "$fast_url" >/dev/null # warm: the Namespace read, the connection, the token
 column "$E2E_WORK/alone"

@@ -11,12 +11,9 @@
 # TEST_PROVIDER_BIN.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
-REPEATS=${BENCH_BROKER_REPEATS:-5}
-# shellcheck source=bench/broker_providers_lib.sh
-source bench/broker_providers_lib.sh
-providers_bench "Lookup broker: a credential provider plugin against a pull secret (broker alone)"
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
+broker_alone_bench "Lookup broker: a credential provider plugin against a pull secret (broker alone)" plugin
 
 registry_start auth >/dev/null
 image=$(build_image bench-provider)
@@ -66,8 +63,6 @@ one_ms() {
   [[ "$out" == "200 "* ]] || { echo "bench: $2:$3 answered ${out%% *}" >&2; return 1; }
   awk -v t="${out#* }" 'BEGIN { printf "%.1f\n", t * 1000 }'
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
 
 # the first lookup of each (Secret read, connection, the plugin's first run) is left out:
 # these are the warm figures, interleaved so that the machine's load falls on every row

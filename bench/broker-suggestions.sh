@@ -12,18 +12,7 @@ set -euo pipefail
 
 # shellcheck source=bench/broker-bench.bash
 source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
-
-echo
-echo "## Lookup broker: a rejection with tag suggestions against one without (2,000 tags)"
-echo
-if [[ ! -x "$(broker_bin)" ]]; then
-  echo "skipped: no broker binary ($(broker_bin)): run 'make broker'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-trap 'registry_stop_all; rm -rf "$E2E_WORK"' EXIT
+broker_alone_bench "Lookup broker: a rejection with tag suggestions against one without (2,000 tags)"
 
 registry_start anon >/dev/null
 push_image "$(build_image bench-suggestions)" anon big/app:1.0.0 >/dev/null

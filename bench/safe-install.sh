@@ -9,26 +9,10 @@
 # Knobs: BENCH_SAFE_REPEATS (lookups per column, 50), BROKER_BIN.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+# shellcheck source=bench/broker-bench.bash
+source "$(dirname "${BASH_SOURCE[0]}")/broker-bench.bash"
 REPEATS=${BENCH_SAFE_REPEATS:-50}
-# shellcheck source=e2e-tests/lib/common.bash
-source e2e-tests/lib/common.bash
-# shellcheck source=e2e-tests/lib/broker.bash
-source e2e-tests/lib/broker.bash
-
-echo
-echo "## The shipped install: one namespace's lookups beside a hostile neighbour (broker alone)"
-echo
-if [[ ! -x "$(broker_bin)" ]]; then
-  echo "skipped: no broker binary ($(broker_bin)): run 'make broker'"
-  exit 0
-fi
-
-E2E_WORK=$(mktemp -d)
-export E2E_WORK
-neighbour=""
-trap '[[ -z "$neighbour" ]] || kill "$neighbour" 2>/dev/null; registry_stop_all; rm -rf "$E2E_WORK"' EXIT
+broker_alone_bench "The shipped install: one namespace's lookups beside a hostile neighbour (broker alone)"
 
 registry_start anon >/dev/null
 push_image "$(build_image bench-safe)" anon team/app:v1 >/dev/null
@@ -81,7 +65,6 @@ neighbour=$!
 sleep 0.5
 column "$E2E_WORK/beside.txt"
 kill "$neighbour" 2>/dev/null || true
-neighbour=""
 
 errors=$(awk '$1 != 200' "$E2E_WORK/alone.txt" "$E2E_WORK/beside.txt" | wc -l)
 connected=$(grep -c "connection" "$E2E_WORK/registries/listener/proxy.log" || true)
@@ -91,6 +74,6 @@ echo "| team-b, $REPEATS lookups | p50 ms | p99 ms |"
 echo "|---|---|---|"
 echo "| alone | $a50 | $a99 |"
 echo "| beside a silent host and internal addresses | $b50 | $b99 |"
-echo "| ratio (beside / alone) | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", b / a }') | $(awk -v a="$a99" -v b="$b99" 'BEGIN { printf "%.2f", b / a }') |"
+echo "| ratio (beside / alone) | $(ratio "$a50" "$b50") | $(ratio "$a99" "$b99") |"
 echo
 echo "team-b's errors: $errors; connections to the internal listener: $connected"
