@@ -438,8 +438,8 @@ hanging_plugin_settings() {
     '.lookupBroker.keySecret = $key | .credentialProviders = $providers'
 }
 
-# deploy_flag NAME: the value of the broker's --NAME in deploy/broker.yaml.
-deploy_flag() { grep -o -- "--$1=[0-9]*" "$REPO_ROOT/deploy/broker.yaml" | head -n 1 | cut -d= -f2; }
+# deploy_flag NAME: the value of the broker's --NAME in deploy/broker.yaml (a time-out).
+deploy_flag() { deploy_broker_flags | sed -n "s/^--$1=//p" | head -n 1; }
 
 # deploy_broker_start NAME: a second broker NAME, run with deploy/broker.yaml's time-outs and the
 # suite's plugins (hangs for team-a); sets DEPLOY_EVAL_S, the evaluation time-out deploy/ sets
