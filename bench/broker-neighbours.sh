@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# `make bench`, noisy neighbours (docs/broker.md, "Limits"): one well-behaved namespace's
-# brokered lookups, asked of the broker directly as the policy server asks them (sealed
-# names, the caller credential), alone and then beside three hostile namespaces at once, each
-# with four lookups in flight all the time: team-silent names a registry that never answers
-# (a fresh tag every lookup), team-hang's images make the credential provider plugin hang
-# (crates/test-credential-provider), team-rotate names fifty registries in turn, each a
-# listener that never answers. The neighbours run paced (each worker at most
+# `make bench`, noisy neighbours (docs/broker.md, "What a registry can do to the broker"): one
+# well-behaved namespace's brokered lookups, asked of the broker directly as the policy server
+# asks them (sealed names, the caller credential), alone and then beside three hostile
+# namespaces at once, each with four lookups in flight all the time: team-silent names a
+# registry that never answers (a fresh tag every lookup), team-hang's images make the credential
+# provider plugin hang (crates/test-credential-provider), team-rotate names fifty registries in
+# turn, each a listener that never answers. The neighbours run paced (each worker at most
 # BENCH_NEIGHBOUR_RATE lookups a second, about what one policy server can send: a fresh lookup
-# costs it tens of ms of CPU, docs/performance.md) and unpaced (as fast as the broker
-# answers, which only a caller holding the broker's credential could do), and, as a control,
-# unpaced against a second broker process (the same load on the machine, none on the broker
-# measured: what is left is the machine's CPU, not a limit of the broker). The brokers have
+# costs it tens of ms of CPU, docs/performance.md) and unpaced (as fast as the broker answers,
+# which only a caller holding the broker's credential could do), and, as a control, unpaced
+# against a second broker process (the same load on the machine, none on the broker measured:
+# what is left is the machine's CPU, not a limit of the broker). The brokers have
 # deploy/broker.yaml's time-out and destination flags, no loopback allowance (every registry
-# allowed by name), its default limits. The well-behaved namespace (team-good) asks an
-# anonymous image and, through the same plugin, a private one, in turn, on real registries
-# (docker-registry) on loopback. Prints its p50 and p99 in each phase, their ratio to alone
-# (the target: p99 at most 1.5x), its errors, the neighbours' rate and the broker's CPU;
-# nothing is asserted. Needs only the broker and plugin binaries (`make broker`); skips, saying
-# so, without them. Knobs: BENCH_NEIGHBOUR_LOOKUPS (lookups of each kind per phase, 100),
+# allowed by name), its default limits. The well-behaved namespace (team-good) asks an anonymous
+# image and, through the same plugin, a private one, in turn, on real registries
+# (docker-registry) on loopback. Prints its p50 and p99 in each phase, their ratio to alone (the
+# target: p99 at most 1.5x), its errors, the neighbours' rate and the broker's CPU; nothing is
+# asserted. Needs only the broker and plugin binaries (`make broker`); skips, saying so, without
+# them. Knobs: BENCH_NEIGHBOUR_LOOKUPS (lookups of each kind per phase, 100),
 # BENCH_NEIGHBOUR_RATE (10), BROKER_BIN, TEST_PROVIDER_BIN.
 set -euo pipefail
 

@@ -111,7 +111,8 @@ KUBEWARDEN = {
 
 
 # What the evaluation time-out keeps beyond the policy's budget and one brokered lookup: the
-# policy's own work, the broker's connection and the policy server's (docs/broker.md, "Time").
+# policy's own work, the broker's connection and the policy server's (docs/broker.md,
+# "Installing", step 2).
 MARGIN_MS = 500
 POLICY_SERVER_LABEL = {"kubewarden/policy-server": "resolvable-images"}
 BROKER_LABEL = {"app.kubernetes.io/name": "resolvable-images-broker"}
