@@ -129,18 +129,30 @@ registry_serving_or_dead() {
   ! kill -0 "$pid" 2>/dev/null || registry_answers "$addr" "$scheme" "$ca"
 }
 
-# registry_kill PID: stops one registry process and waits until it is gone (SIGKILL after 5 s).
+# registry_kill PID...: stops registry processes and waits until each is gone (SIGKILL after
+# 5 s). All are signalled first, so a suite's teardown waits for the slowest, not their sum.
 registry_kill() {
-  local pid=$1
-  kill "$pid" 2>/dev/null || return 0
-  if ! wait_until 5 registry_gone "$pid"; then
-    kill -9 "$pid" 2>/dev/null || true
-    wait_until 2 registry_gone "$pid" || true
-  fi
-  wait "$pid" 2>/dev/null || true
+  local pid
+  kill "$@" 2>/dev/null || true
+  for pid in "$@"; do
+    if ! wait_until 5 registry_gone "$pid"; then
+      kill -9 "$pid" 2>/dev/null || true
+      wait_until 2 registry_gone "$pid" || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
 }
 
-registry_gone() { ! kill -0 "$1" 2>/dev/null; }
+# registry_gone PID: the process has exited. A zombie counts as gone: it holds no port or file,
+# and one started in a command substitution is reparented to PID 1, which may reap it seconds
+# later.
+registry_gone() {
+  local stat
+  kill -0 "$1" 2>/dev/null || return 0
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  [[ "${stat%% *}" == Z ]]
+}
 
 # registry_stop NAME: stops the registry started as NAME; its storage stays until the work
 # dir is removed.
@@ -155,12 +167,13 @@ registry_stop() {
 # registry_stop_all: stops every registry of this run (bats teardown_file, script traps).
 registry_stop_all() {
   local work pidfile
+  local -a pids=()
   work=$(e2e_workdir)
   for pidfile in "$work"/registries/*/pid; do
-    [[ -e "$pidfile" ]] || continue
-    registry_kill "$(cat "$pidfile")"
-    rm -f "$pidfile"
+    [[ -e "$pidfile" ]] && pids+=("$(cat "$pidfile")")
   done
+  ((${#pids[@]})) && registry_kill "${pids[@]}"
+  rm -f "$work"/registries/*/pid
 }
 
 # registry_pids: PIDs of the registries of this run that are still alive (should be none
@@ -169,7 +182,7 @@ registry_pids() {
   local work pidfile
   work=$(e2e_workdir)
   for pidfile in "$work"/registries/*/pid; do
-    [[ -e "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
+    [[ -e "$pidfile" ]] && ! registry_gone "$(cat "$pidfile")" && cat "$pidfile"
   done
   return 0
 }
