@@ -151,7 +151,7 @@ except OSError:
 }
 
 @test "broker lifecycle: right after SIGTERM, a new lookup is still answered while /readyz answers 503 (--drain-grace-ms, default 3 s); the broker exits within 5 s" {
-  lc_broker lc-grace
+  lc_broker lc-grace --drain-grace-ms default
   local sent took status=0 ready api
   sent=$(millis)
   kill -TERM "$LC_PID"
@@ -209,7 +209,7 @@ except OSError:
   mkdir -p "$dir/mount"
   cp "$dir/first/server.pem" "$dir/mount/tls.crt"
   cp "$dir/first/server.key" "$dir/mount/tls.key"
-  lc_broker lc-tls --tls-cert "$dir/mount/tls.crt" --tls-key "$dir/mount/tls.key"
+  lc_broker lc-tls --tls-cert "$dir/mount/tls.crt" --tls-key "$dir/mount/tls.key" --reload-seconds 1
   # the status of GET /v2/ over TLS trusting CA $1 (000: the handshake failed)
   v2() {
     curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$1" \
@@ -263,7 +263,7 @@ except OSError:
   keys="$(e2e_workdir)/registries/lc-rotate/keys"
   mkdir -p "$keys"
   printf '%s\n' "$next" >"$keys/next"
-  lc_broker lc-rotate
+  lc_broker lc-rotate --reload-seconds 1
   # the status of a name sealed with key $1 for a lookup the broker refuses once the seal
   # holds (its own host: 400, and no registry asked), so that only the seal decides 401
   sealed_with() {
@@ -275,7 +275,7 @@ except OSError:
   accepted "$BROKER_KEY" || _fail_with "the old key's name: $(sealed_with "$BROKER_KEY")"
   accepted "$next" || _fail_with "the new key's name: $(sealed_with "$next")"
   refused "another-key-of-at-least-32-bytes-xyz" || _fail_with "a key the broker never held is accepted"
-  # ...then the old one removed: its names refused within a reload period (10 s)
+  # ...then the old one removed: its names refused within a reload period (1 s here)
   rm "$keys/key"
   wait_until 15 refused "$BROKER_KEY" || _fail_with "the removed key is still accepted"
   accepted "$next" || _fail_with "the new key is refused once alone"

@@ -131,13 +131,16 @@ broker_bin() {
 source "$E2E_DIR/lib/policy_server.bash"
 
 # broker_start NAME {--apiserver-port PORT | --kubeconfig FILE} --sources FILE [--caller USER PASSWORD]
-#   [--no-loopback-allowance] [ARGS...]
+#   [--no-loopback-allowance] [--drain-grace-ms MS|default] [ARGS...]
+# A test's broker has no drain grace unless it asks for one (`default`: the binary's own), so
+# that stopping it takes no grace period of its own.
 broker_start() {
   local name=$1 dir port attempt api="" kubeconfig="" sources="" user=$BROKER_CALLER_USER password=$BROKER_CALLER_PASSWORD
   shift
-  local -a extra=() loopback=(--allow-destination 127.0.0.0/8)
+  local -a extra=() loopback=(--allow-destination 127.0.0.0/8) grace=(--drain-grace-ms 0)
   while (($#)); do
     case "$1" in
+      --drain-grace-ms) grace=(--drain-grace-ms "$2"); [[ "$2" != default ]] || grace=(); shift 2 ;;
       --apiserver-port) api=$2; shift 2 ;;
       --kubeconfig) kubeconfig=$2; shift 2 ;;
       --sources) sources=$2; shift 2 ;;
@@ -159,7 +162,7 @@ broker_start() {
     # 3>&- : bats waits for every process holding its fd 3
     KUBECONFIG=${kubeconfig:-${KUBECONFIG:-}} "$(broker_bin)" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$(free_port)" \
       --caller-dir "$dir/caller" --key-dir "$dir/keys" "${where[@]}" --sources "$sources" \
-      --own-host "127.0.0.1:$port" --own-host "localhost:$port" "${loopback[@]}" "${extra[@]}" \
+      --own-host "127.0.0.1:$port" --own-host "localhost:$port" "${loopback[@]}" "${grace[@]}" "${extra[@]}" \
       >"$dir/broker.log" 2>"$dir/broker.err" 3>&- &
     echo $! >"$dir/pid"
     if wait_until 10 grep -qs '"msg":"listening"' "$dir/broker.log"; then
