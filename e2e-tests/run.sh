@@ -22,6 +22,10 @@ work=$(cd "$e2e/.." && pwd)/.e2e-work
 mkdir -p "$work"
 : "${POLICY_WASM:?}" "${POLICY_HOST:?}" "${E2E_TRANSCRIPT_DIR:?}"
 export POLICY_WASM POLICY_HOST E2E_TRANSCRIPT_DIR
+# the test images, written once for the whole run (lib/images.bash, image_layout)
+E2E_IMAGE_CACHE=$work/images
+rm -rf "$E2E_IMAGE_CACHE"
+export E2E_IMAGE_CACHE
 
 passed=0 failed=0 skipped=0
 TIMED_SUITES=(30-unreachable 35-faults 45-certainty 89-safe-install 90-tag-suggestions

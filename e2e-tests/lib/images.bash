@@ -61,25 +61,53 @@ oci_write_layout() {
     }' >"$layout/index.json"
 }
 
-# build_image LABEL [ARCH]: a single-platform image layout (linux/ARCH, default amd64) in
-# $E2E_WORK/images/LABEL; prints the skopeo source reference `oci:DIR:latest`.
+# build_image LABEL [ARCH]: a single-platform image layout (linux/ARCH, default amd64);
+# prints the skopeo source reference `oci:DIR:latest`.
 build_image() {
-  local label=$1 arch=${2:-amd64} layout desc
-  layout="$(e2e_workdir)/images/$label"
-  rm -rf "$layout"; mkdir -p "$layout"
-  desc=$(oci_build_manifest "$layout" "$arch" "$label")
-  oci_write_layout "$layout" application/vnd.oci.image.manifest.v1+json "$desc" latest
-  printf 'oci:%s:latest\n' "$layout"
+  image_layout "$1-${2:-amd64}" _write_image "$1" "${2:-amd64}"
 }
 
 # build_multiarch_image LABEL: an image index for linux/amd64 and linux/arm64 (push it with
 # `--all`); prints the skopeo source reference.
 build_multiarch_image() {
-  local label=$1 layout amd64 arm64 index
-  layout="$(e2e_workdir)/images/$label"
-  rm -rf "$layout"; mkdir -p "$layout"
-  amd64=$(oci_build_manifest "$layout" amd64 "$label")
-  arm64=$(oci_build_manifest "$layout" arm64 "$label")
+  image_layout "$1-index" _write_multiarch_image "$1"
+}
+
+# image_layout KEY WRITER ARGS...: the layout WRITER (called as `WRITER LAYOUT ARGS...`) writes,
+# as `oci:DIR:latest`. In $E2E_WORK/images/KEY; or, when E2E_IMAGE_CACHE names a directory
+# (run.sh sets one for the whole run), written once there and shared by every suite: the
+# layouts are reproducible (same label, same digest) and skopeo only reads them. A layout is
+# written aside and renamed into place, so a suite never sees half of one.
+image_layout() {
+  local key=$1 writer=$2 layout tmp
+  shift 2
+  if [[ -z "${E2E_IMAGE_CACHE:-}" ]]; then
+    layout="$(e2e_workdir)/images/$key"
+    rm -rf "$layout"; mkdir -p "$layout"
+    "$writer" "$layout" "$@" || return 1
+  else
+    layout="$E2E_IMAGE_CACHE/$key"
+    if [[ ! -f "$layout/index.json" ]]; then
+      mkdir -p "$E2E_IMAGE_CACHE"
+      tmp=$(mktemp -d "$E2E_IMAGE_CACHE/.writing.XXXXXX")
+      "$writer" "$tmp" "$@" || { rm -rf "$tmp"; return 1; }
+      # another suite may have placed the same layout meanwhile: theirs is the same bytes
+      mv -T "$tmp" "$layout" 2>/dev/null || rm -rf "$tmp"
+    fi
+  fi
+  printf 'oci:%s:latest\n' "$layout"
+}
+
+_write_image() {
+  local layout=$1 label=$2 arch=$3 desc
+  desc=$(oci_build_manifest "$layout" "$arch" "$label") || return 1
+  oci_write_layout "$layout" application/vnd.oci.image.manifest.v1+json "$desc" latest
+}
+
+_write_multiarch_image() {
+  local layout=$1 label=$2 amd64 arm64 index
+  amd64=$(oci_build_manifest "$layout" amd64 "$label") || return 1
+  arm64=$(oci_build_manifest "$layout" arm64 "$label") || return 1
   jq -cn --arg a "${amd64% *}" --argjson asz "${amd64#* }" --arg b "${arm64% *}" --argjson bsz "${arm64#* }" '{
       schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
       manifests: [
@@ -90,7 +118,6 @@ build_multiarch_image() {
     }' >"$layout/image-index.json"
   index=$(oci_add_blob "$layout" "$layout/image-index.json")
   oci_write_layout "$layout" application/vnd.oci.image.index.v1+json "$index" latest
-  printf 'oci:%s:latest\n' "$layout"
 }
 
 # skopeo_registry_flags NAME src|dest: the skopeo options to reach registry NAME (started by
