@@ -44,9 +44,13 @@ METADATA_VERSION := $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' 
 .PHONY: all
 all: annotated-policy.wasm
 
-# The raw policy module, optimised for size when binaryen's wasm-opt is installed.
+# The raw policy module, optimised for size when binaryen's wasm-opt is installed. Linked with
+# wasm-ld's map of the module's sections (POLICY_MAP), which scripts/writable-page.py reads in
+# `make lint`: `cargo rustc` passes the flag to this crate's link alone, the module is the
+# bytes a plain `cargo build` links, and the check needs no second build of its own.
+POLICY_MAP := target/wasm32-wasip1/release/policy.map
 policy.wasm: $(SOURCE_FILES)
-	cargo build -p resolvable-images-wasm --target wasm32-wasip1 --release
+	cargo rustc -p resolvable-images-wasm --lib --target wasm32-wasip1 --release -- -C link-arg=--Map=$(CURDIR)/$(POLICY_MAP)
 ifneq ($(WASM_OPT),)
 	$(WASM_OPT) -Os $(WASM_BUILD) -o policy.wasm
 else
@@ -70,15 +74,16 @@ endif
 
 # The Kubewarden-compatible test host (wapc + wasmtime + oci-client) used by the e2e suite, and
 # the lookup broker (its e2e suite, e2e-tests/94-broker.bats, needs it): one `cargo build` of
-# the default members in the test profile, so that they share every dependency with
-# `cargo test` (Cargo builds a test's dependencies in the test profile, which inherits the
-# dev profile's settings but not its build: a plain `cargo build` would compile every
-# dependency again). Both profiles write to target/debug.
+# the default members' every target in the test profile, the very build `make lint` makes and
+# `cargo test` runs (Cargo builds a test's dependencies in the test profile, which inherits the
+# dev profile's settings but not its build; and without the test targets the dev-dependencies'
+# features, such as `testing`, drop out, and the crates that see them compile again). Both
+# profiles write to target/debug.
 .PHONY: host broker
 host: $(HOST)
 broker: $(BROKER)
 $(HOST) $(BROKER) &: $(NATIVE_SOURCES)
-	$(NATIVE_CARGO) build --profile test
+	$(NATIVE_CARGO) build --profile test --all-targets
 
 # `make demo` without kwctl needs the test host alone: built without the broker, the fuzz
 # targets and clippy, in the same profile (a later check rebuilds only what differs), beside
@@ -148,10 +153,11 @@ lint:
 	python3 scripts/test_doc_budget.py
 	python3 scripts/doc-budget.py $(DOC_BUDGET)
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
-	$(NATIVE_CARGO) test --all-targets --no-run
+	$(NATIVE_CARGO) build --profile test --all-targets
 	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
 	python3 scripts/function-length.py
-	python3 scripts/writable-page.py
+	$(MAKE) --no-print-directory policy.wasm
+	python3 scripts/writable-page.py $(POLICY_MAP)
 	@# Each package Cargo.lock holds twice is explained in CONTRIBUTING.md.
 	python3 scripts/test_lock_duplicates.py
 	python3 scripts/lock-duplicates.py

@@ -10,29 +10,16 @@ before it, or writable statics outgrowing a page, would bring the extra interrup
 silently (bench/results/policy-server.md measured it: about 10 % of a
 one-image request's CPU).
 
-How: links the policy once more with wasm-ld's map (`target/layout/`, the normal build's
-artifacts untouched) and reads the sections' addresses from it.
+How: reads the sections' addresses from wasm-ld's map of the module, which `make policy.wasm`
+writes beside the build (the Makefile's POLICY_MAP): the module checked is the one shipped.
 
-Usage: python3 scripts/writable-page.py, from the repository root (`make lint`).
+Usage: python3 scripts/writable-page.py MAP, from the repository root (`make lint`, after
+`make policy.wasm`).
 """
-import os
 import re
-import subprocess
 import sys
 
 PAGE = 4096
-TARGET_DIR = os.path.abspath("target/layout")
-MAP = os.path.join(TARGET_DIR, "policy.map")
-
-
-def link_with_map():
-    """Builds the policy's wasm module, writing the linker's map to MAP."""
-    os.makedirs(TARGET_DIR, exist_ok=True)
-    subprocess.run(
-        ["cargo", "rustc", "-q", "-p", "resolvable-images-wasm", "--lib",
-         "--target", "wasm32-wasip1", "--release", "--",
-         "-C", f"link-arg=--Map={MAP}"],
-        check=True, env={**os.environ, "CARGO_TARGET_DIR": TARGET_DIR})
 
 
 def sections(text):
@@ -45,13 +32,18 @@ def sections(text):
     return found
 
 
-def main():
-    link_with_map()
-    with open(MAP, encoding="utf-8", errors="replace") as f:
-        text = f.read()
+def main(argv):
+    if len(argv) != 2:
+        sys.exit("usage: writable-page.py MAP (wasm-ld's map of the policy: make policy.wasm)")
+    path = argv[1]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as error:
+        sys.exit(f"writable-page: cannot read the policy's map ({error}): `make policy.wasm` writes it")
     found = sections(text)
     if ".data" not in found or ".bss" not in found:
-        sys.exit(f"writable-page: no .data or .bss section in {MAP}")
+        sys.exit(f"writable-page: no .data or .bss section in {path}")
     data, data_size = found[".data"]
     bss, bss_size = found[".bss"]
     first = re.search(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\S*\(\.data\.(\S+)\)", text,
@@ -71,4 +63,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)
