@@ -8,12 +8,29 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 corpus="$root/fuzz/corpus"
 mkdir -p "$corpus"/{reference,docker_config,keyring,settings,validate,json_extent}
 
-# seed TARGET: stores stdin as one seed of TARGET.
+# seed TARGET: stores stdin as one seed of TARGET: staged under a unique name, then named
+# by the hash of its content, every seed at once, at the end (a few processes per seed, not
+# five: the script writes a thousand).
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+count=0
 seed() {
-  local file
-  file=$(mktemp)
-  cat >"$file"
-  mv "$file" "$corpus/$1/seed-$(sha1sum <"$file" | cut -c1-16)"
+  count=$((count + 1))
+  cat >"$staging/$1.$BASHPID.$count"
+}
+# seed_text TARGET TEXT: TEXT as one seed of TARGET, without a process.
+seed_text() {
+  count=$((count + 1))
+  printf '%s' "$2" >"$staging/$1.$BASHPID.$count"
+}
+# flush: moves the staged seeds into the corpus under their names.
+flush() {
+  local hash path name
+  compgen -G "$staging/*.*" >/dev/null || return 0
+  sha1sum "$staging"/*.* | while read -r hash path; do
+    name=${path##*/}
+    mv -f "$path" "$corpus/${name%%.*}/seed-${hash:0:16}"
+  done
 }
 
 requests=("$root"/tests/fixtures/requests/*.json "$root"/e2e-tests/sessions/*.request.json)
@@ -28,8 +45,9 @@ sha="sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
   printf '%s\n' "busybox@$sha" "ghcr.io/org/app:1.2@$sha" "[::1]:5000/team/app:v1@$sha" \
     "repo@sha512:$(printf 'a%.0s' {1..128})" "localhost:5000" "index.docker.io/busybox"
 } | sort -u | while IFS= read -r image; do
-  printf '%s' "$image" | seed reference
+  seed_text reference "$image"
 done
+flush # the sections below read the reference seeds from the corpus
 
 # settings: the end-to-end scenarios and the settings of recorded sessions.
 for file in "${scenarios[@]}"; do
@@ -44,26 +62,25 @@ printf '%s' 'null' | seed settings
 
 # validate: each request as is (settings null), with each scenario's settings, and with the
 # pull secrets and ServiceAccount of the fuzz target's cluster.
+jq -s . "${scenarios[@]}" >"$staging/scenarios"
 for request in "${requests[@]}"; do
   seed validate <"$request"
-  for file in "${scenarios[@]}"; do
-    jq -c --slurpfile s "$file" '{settings: $s[0], request: .request}' "$request" | seed validate
-  done
-  jq -c '.request as $r
+  # one line a seed: the request with each scenario's settings, then the two edits below
+  jq -c --slurpfile s "$staging/scenarios" '($s[0][] as $settings | {settings: $settings, request: .request}),
+    (.request as $r
     | ($r.object | if .spec.template then ["spec","template","spec"]
         elif .spec.jobTemplate then ["spec","jobTemplate","spec","template","spec"]
         else ["spec"] end) as $path
     | {settings: {pullSecrets: {credentialedLookups: true}},
        request: ($r | .object |= setpath($path + ["imagePullSecrets"];
-         [{name: "regcred"}, {name: "legacy"}, {name: "broken"}, {name: "opaque"}, {name: "ghost"}]))}' \
-    "$request" | seed validate
-  jq -c '.request as $r
+         [{name: "regcred"}, {name: "legacy"}, {name: "broken"}, {name: "opaque"}, {name: "ghost"}]))}),
+    (.request as $r
     | ($r.object | if .spec.template then ["spec","template","spec"]
         elif .spec.jobTemplate then ["spec","jobTemplate","spec","template","spec"]
         else ["spec"] end) as $path
     | {settings: {actions: {unauthorized: "reject", uncoveredRegistry: "allow"}},
-       request: ($r | .object |= setpath($path + ["serviceAccountName"]; "builder"))}' \
-    "$request" | seed validate
+       request: ($r | .object |= setpath($path + ["serviceAccountName"]; "builder"))})' \
+    "$request" | while IFS= read -r line; do seed_text validate "$line"$'\n'; done
 done
 
 # validate, image mode (an input not starting with `{`): images one a line.
@@ -100,3 +117,4 @@ done
 printf '%s' '["a\\", "\"", {"k": [[], {}]}, 1.5e3, null, "\u00e9"]' | seed json_extent
 printf '%s' ' {"x": "}]"} trailing' | seed json_extent
 printf '%s' 'abcdefghijklmnopabcdefghijklmnoq' | seed json_extent
+flush
