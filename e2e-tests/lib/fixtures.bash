@@ -23,23 +23,20 @@ def container_names:
   podspec_path as $p | getpath($p) | [(.initContainers, .containers, .ephemeralContainers) // [] | .[].name] end;
 '
 
-# _request_edit SRC DEST WHICH NAME JQ-EXPR: applies `edit_container(NAME; JQ-EXPR)` to the
-# request's object and/or oldObject (WHICH = both|object|oldObject); fails when NAME is a
-# container in none of them, so a typo cannot turn a scenario into a test of nothing.
-_request_edit() {
-  local src=$1 dest=$2 which=$3 name=$4 expr=$5 targets
-  case "$which" in
-    both) targets='"object", "oldObject"' ;;
-    object | oldObject) targets="\"$which\"" ;;
-    *) echo "request edit: bad target '$which'" >&2; return 1 ;;
-  esac
-  if ! jq -e --arg n "$name" "$_JQ_PODSPEC [.request[$targets] | select(. != null) | container_names | index(\$n)] | any(. != null)" "$src" >/dev/null; then
-    echo "request edit: no container '$name' in the $which of $src" >&2
-    return 1
-  fi
-  jq --arg n "$name" "$_JQ_PODSPEC reduce ($targets) as \$t (.; .request[\$t] |= edit_container(\$n; $expr))" "$src" >"$dest.tmp"
-  mv "$dest.tmp" "$dest"
-}
+# The edits of request_with_images, applied in order by one jq run: $ARGS.positional holds
+# them four values each (which: both|object|oldObject, container name, op: image|pull|remove,
+# value). A container found in none of the objects edited is an error, so a typo cannot turn a
+# scenario into a test of nothing.
+# shellcheck disable=SC2016 # jq program, not shell
+_JQ_EDITS='
+def targets($w): if $w == "both" then ["object", "oldObject"] else [$w] end;
+def apply($op; $v):
+  if $op == "image" then .image = $v elif $op == "pull" then .imagePullPolicy = $v else empty end;
+reduce ($ARGS.positional | range(0; length; 4) as $i | .[$i:$i + 4]) as [$w, $n, $op, $v] (.;
+  if [.request[targets($w)[]] | select(. != null) | container_names | index($n)] | any(. != null)
+  then reduce targets($w)[] as $t (.; .request[$t] |= edit_container($n; apply($op; $v)))
+  else error("no container \u0027\($n)\u0027 in the \($w)") end)
+'
 
 # request_with_images FIXTURE [EDIT...]: copies tests/fixtures/requests/FIXTURE to a new file
 # in $E2E_WORK/requests and prints its path. Each EDIT changes one container, in both object
@@ -49,26 +46,32 @@ _request_edit() {
 #   NAME.remove             removes the container
 # e.g. request_with_images deployment-create.json app=127.0.0.1:5000/test/app:v1 sidecar.remove
 request_with_images() {
-  local fixture=$1 out edit which lhs name
+  local fixture=$1 out edit which lhs
   shift
   [[ -f "$FIXTURES_DIR/$fixture" ]] || { echo "no fixture $fixture" >&2; return 1; }
   mkdir -p "$(e2e_workdir)/requests"
   out=$(mktemp "$(e2e_workdir)/requests/${fixture%.json}.XXXXXX")
-  cp "$FIXTURES_DIR/$fixture" "$out"
+  local -a edits=()
   for edit in "$@"; do
     which=both
     case "$edit" in
       object:* | oldObject:*) which=${edit%%:*}; edit=${edit#*:} ;;
     esac
     lhs=${edit%%=*}
-    name=${lhs%%.*}
     case "$edit" in
-      *.pull=*) _request_edit "$out" "$out" "$which" "$name" ".imagePullPolicy = \"${edit#*=}\"" ;;
-      *.remove) _request_edit "$out" "$out" "$which" "$name" 'empty' ;;
-      *=*) _request_edit "$out" "$out" "$which" "$name" ".image = $(jq -Rn --arg v "${edit#*=}" '$v')" ;;
-      *) echo "request_with_images: cannot read edit '$edit'" >&2; return 1 ;;
-    esac || return 1
+      *.pull=*) edits+=("$which" "${lhs%%.*}" pull "${edit#*=}") ;;
+      *.remove) edits+=("$which" "${edit%.remove}" remove "") ;;
+      *=*) edits+=("$which" "$lhs" image "${edit#*=}") ;;
+      *) echo "request_with_images: cannot read edit '$edit'" >&2; rm -f "$out"; return 1 ;;
+    esac
   done
+  if ((${#edits[@]} == 0)); then
+    cp "$FIXTURES_DIR/$fixture" "$out"
+  elif ! jq "$_JQ_PODSPEC $_JQ_EDITS" "$FIXTURES_DIR/$fixture" --args "${edits[@]}" >"$out"; then
+    echo "request_with_images: edits of $fixture failed (above)" >&2
+    rm -f "$out"
+    return 1
+  fi
   printf '%s\n' "$out"
 }
 
