@@ -194,8 +194,8 @@ fn every_cached_on_nodes_cause_is_kept_whole() {
     }
 }
 
-/// A 404 from a `notFoundMayMeanDenied` registry: docs/verdicts.md's "the registry may hide
-/// repositories".
+/// A 404 from a `notFoundMayMeanDenied` registry: docs/credential-providers.md's "the registry
+/// may hide repositories".
 #[test]
 fn a_registry_that_may_hide_repositories_says_so_first() {
     let registry = "registry.example.com";
