@@ -5,6 +5,7 @@
 //! evaluate the request and print the AdmissionResponse.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,7 +181,13 @@ pub fn run(args: &RunArgs, runtime: &Runtime) -> Result<RunOutcome> {
 
     let response = policy.validate(&settings, &request);
     capabilities.finish()?;
-    println!("{}", serde_json::to_string(&response)?);
+    let answer = serde_json::to_string(&response)?;
+    // A reader that stops early (`| head -c 1`) closes the pipe: the answer is then nobody's,
+    // which is no failure of the run (println! would panic on it).
+    match writeln!(std::io::stdout().lock(), "{answer}") {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.context("writing the answer to stdout")?,
+    }
     Ok(RunOutcome::Evaluated)
 }
 

@@ -164,6 +164,14 @@ Caused by:
   [ "$stderr" = "Provided settings are not valid: bad settings" ]
 }
 
+@test "a reader that closed the pipe before the answer: the run ends quietly, exit 0" {
+  # `true` reads nothing and exits at once: the answer meets a closed pipe
+  run --separate-stderr bash -c 'set -o pipefail; "$1" run "$2" --request-path "$3" --settings-json "{}" \
+    --sources-path "$4" | true' _ "$H" "$G" "$BATS_FILE_TMPDIR/request.json" "$BATS_FILE_TMPDIR/sources.yaml"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" != *panicked* ]]
+}
+
 @test "guest error: internal server error 500" {
   probe '{"fail":"boom"}'
   [ "$status" -eq 0 ]
