@@ -12,7 +12,8 @@
 # E2E_JOBS files at a time (default 4: most of a suite's time is spent waiting on registries
 # and time-outs; bats --jobs needs GNU parallel, else 1), then, one file at a time on a quiet
 # machine, the suites that compare one latency with another (TIMED_SUITES below). A test whose
-# only timing is a loose bound (a decision or a drain within seconds of its time-out) is not one. A file's tests always run in order (setup_file shares its registries).
+# only timing is a loose bound (a decision or a drain within seconds of its time-out) is not
+# one. A file's tests always run in order (setup_file shares its registries).
 #
 # Needs POLICY_WASM, POLICY_HOST and E2E_TRANSCRIPT_DIR (the Makefile sets them); KWCTL is
 # optional. Prints each run's TAP lines and a closing `N passed, N failed, N skipped` line.

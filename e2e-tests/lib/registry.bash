@@ -126,7 +126,7 @@ registry_start() {
 # noticed at once rather than at the timeout.
 registry_serving_or_dead() {
   local pid=$1 addr=$2 scheme=$3 ca=$4
-  ! kill -0 "$pid" 2>/dev/null || registry_answers "$addr" "$scheme" "$ca"
+  registry_gone "$pid" || registry_answers "$addr" "$scheme" "$ca"
 }
 
 # registry_kill PID...: stops registry processes and waits until each is gone (SIGKILL after
