@@ -11,9 +11,10 @@
 # Each run takes two passes: the suite files whose assertions hold on a busy machine,
 # E2E_JOBS files at a time (default 4: most of a suite's time is spent waiting on registries
 # and time-outs; bats --jobs needs GNU parallel, else 1), then, one file at a time on a quiet
-# machine, the suites that compare one latency with another (TIMED_SUITES below). A test whose
-# only timing is a loose bound (a decision or a drain within seconds of its time-out) is not
-# one. A file's tests always run in order (setup_file shares its registries).
+# machine, the suites that compare one latency with another (TIMED_SUITES below; after the
+# stages `make check` runs beside this one have ended, E2E_QUIET_LOCK). A test whose only
+# timing is a loose bound (a decision or a drain within seconds of its time-out) is not one.
+# A file's tests always run in order (setup_file shares its registries).
 #
 # Needs POLICY_WASM, POLICY_HOST and E2E_TRANSCRIPT_DIR (the Makefile sets them); KWCTL is
 # optional. Prints each run's TAP lines and a closing `N passed, N failed, N skipped` line.
@@ -47,6 +48,16 @@ is_timed() {
   return 1
 }
 
+# wait_for_quiet: when `make check` runs other stages beside this one (scripts/stages.sh), waits
+# until they have ended, so that the suites comparing latencies run on a quiet machine.
+wait_for_quiet() {
+  [[ -n "${E2E_QUIET_LOCK:-}" ]] || return 0
+  if ! flock -n -x "$E2E_QUIET_LOCK" true; then
+    echo "e2e: waiting for the stages beside this one to end before the timed suites" >&2
+    flock -x "$E2E_QUIET_LOCK" true
+  fi
+}
+
 # run_bats NAME TAP_FILE [BATS_ARGS...] -- SUITE...: the suites in two passes (above), their
 # TAP output kept in TAP_FILE and counted.
 run_bats() {
@@ -66,6 +77,7 @@ run_bats() {
     bats --formatter tap --timing "${parallel_args[@]}" "${args[@]}" "${free[@]}" | tee -a "$tap" || status=$?
   fi
   if ((${#timed[@]})); then
+    wait_for_quiet
     bats --formatter tap --timing "${args[@]}" "${timed[@]}" | tee -a "$tap" || status=$?
   fi
   local ok skip
