@@ -15,7 +15,7 @@
 //! request ([`BrokerGuard`]), since the policy server would send its broker credential with it.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use broker_reference::{BrokeredName, Credentials, SealingKey};
@@ -40,12 +40,12 @@ use kubelet_credentials::{distinct_names, Keyring, SecretSource};
 pub struct BrokerRoutes {
     settings: BrokerSettings,
     namespace: String,
-    routes: HashMap<(PodId, String), Credentials>,
+    routes: BTreeMap<(PodId, String), Credentials>,
     /// The (pod, image name, location) whose brokered lookup may not use the credentials a
     /// node sends there: a location of another name than the image's (a mirror, a `location`
     /// rewrite) for which the pod's keyring or the providers may differ by name. Its `absent`
     /// is not certain ([`BrokerRoutes::settle`]).
-    unlike: HashSet<(PodId, String, String)>,
+    unlike: BTreeSet<(PodId, String, String)>,
     /// The sealing key, read once a lookup is routed; why not, when it cannot be read.
     key: Result<SealingKey, String>,
     /// When the seals written for this request expire (Unix seconds): one reading of the
@@ -55,8 +55,9 @@ pub struct BrokerRoutes {
 }
 
 /// The brokered references the policy wrote for this request: the only references on the
-/// broker's host [`BrokerGuard`] lets through.
-pub type Issued = Rc<RefCell<HashSet<String>>>;
+/// broker's host [`BrokerGuard`] lets through. Ordered sets and maps here and in the routes: a
+/// request has few names, each long, and comparing them costs the guest less than hashing.
+pub type Issued = Rc<RefCell<BTreeSet<String>>>;
 
 impl BrokerRoutes {
     /// Decides, for every image of every pod, whether its lookups go through the broker, and
@@ -74,8 +75,8 @@ impl BrokerRoutes {
         issued: Issued,
         host: &impl Host,
     ) -> Self {
-        let mut routes = HashMap::new();
-        let mut unlike = HashSet::new();
+        let mut routes = BTreeMap::new();
+        let mut unlike = BTreeSet::new();
         for pod in pods {
             let Some(spec) = &pod.spec else { continue };
             let credentials = pod_credentials(spec, pod.secrets.as_ref());
@@ -201,9 +202,15 @@ impl BrokerRoutes {
         location: &ImageReference,
         result: LookupResult,
     ) -> LookupResult {
-        let key = (pod, image.name(), location.lookup_reference());
         match result {
-            Err(failure) if failure.kind == FailureKind::Absent && self.unlike.contains(&key) => {
+            Err(failure)
+                if failure.kind == FailureKind::Absent
+                    && self.unlike.contains(&(
+                        pod,
+                        image.name(),
+                        location.lookup_reference(),
+                    )) =>
+            {
                 Err(Failure::new(
                     FailureKind::Unreachable,
                     format!(

@@ -10,7 +10,7 @@ pub mod broker;
 pub mod credential_attempts;
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::host::{Host, ImageLookup, ResolveImagesRequest};
 use crate::lookup::broker::BrokerRoutes;
@@ -46,7 +46,7 @@ pub struct Lookups<'s> {
     /// Lookups that go through the lookup broker, when one is configured.
     broker: Option<BrokerRoutes>,
     /// The (pod, image name) whose lookups went through the broker.
-    brokered: HashSet<(PodId, String)>,
+    brokered: BTreeSet<(PodId, String)>,
 }
 
 impl<'s> Lookups<'s> {
@@ -68,7 +68,7 @@ impl<'s> Lookups<'s> {
             credentialed: false,
             fallback: None,
             broker: None,
-            brokered: HashSet::new(),
+            brokered: BTreeSet::new(),
         };
         let keyrings: Option<Vec<&Keyring>> = credentialed
             .then(|| pods.iter().map(Pod::keyring).collect())
