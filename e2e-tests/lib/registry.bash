@@ -101,7 +101,8 @@ registry_start() {
     pid=$!
     echo "$pid" >"$dir/pid"
     wait_until 15 registry_serving_or_dead "$pid" "127.0.0.1:$port" "$scheme" "$ca" || true
-    if kill -0 "$pid" 2>/dev/null && registry_answers "127.0.0.1:$port" "$scheme" "$ca"; then
+    if kill -0 "$pid" 2>/dev/null && registry_answers "127.0.0.1:$port" "$scheme" "$ca" &&
+      owns_port "$pid" "$port"; then
       break
     fi
     registry_kill "$pid"
@@ -119,6 +120,34 @@ registry_start() {
       printf -v "${var}_CA" '%s' "$ca"; export "${var}_CA"
       printf -v "${var}_CERT_DIR" '%s' "$dir/tls/certs.d"; export "${var}_CERT_DIR" ;;
   esac
+}
+
+# owns_port PID PORT: whether process PID holds the listening socket on 127.0.0.1:PORT. Suites
+# run side by side: a registry that lost its port to another suite's exits, but the other's
+# answers there first, and pushes would go to it.
+owns_port() {
+  python3 - "$1" "$2" <<'EOF'
+import os, sys
+pid, port = sys.argv[1], int(sys.argv[2])
+listening = set()
+with open("/proc/net/tcp") as table:
+    next(table)
+    for row in table:
+        fields = row.split()
+        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+            listening.add(f"socket:[{fields[9]}]")
+try:
+    fds = os.listdir(f"/proc/{pid}/fd")
+except OSError:
+    sys.exit(1)
+for fd in fds:
+    try:
+        if os.readlink(f"/proc/{pid}/fd/{fd}") in listening:
+            sys.exit(0)
+    except OSError:
+        pass
+sys.exit(1)
+EOF
 }
 
 # registry_serving_or_dead PID ADDR SCHEME CA: the condition to stop polling a starting
