@@ -226,16 +226,11 @@ impl SealingKey {
     }
 
     /// The seal of `message` ([`seal_message`]): the left 128 bits of its HMAC, in lowercase
-    /// hex (written digit by digit: `format!` per byte cost the policy thousands of wasm
-    /// instructions a seal).
+    /// hex.
     fn seal(&self, message: &str) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let tag = self.mac(message).finalize().into_bytes();
         let mut seal = String::with_capacity(SEAL_LENGTH);
-        for byte in &tag[..SEAL_LENGTH / 2] {
-            seal.push(char::from(DIGITS[usize::from(byte >> 4)]));
-            seal.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-        }
+        push_hex(&mut seal, &tag[..SEAL_LENGTH / 2]);
         seal
     }
 
@@ -261,7 +256,7 @@ fn seal_message(
         ManifestReference::Tag(_) => ":",
         ManifestReference::Digest(_) => "@",
     };
-    concat(&[
+    [
         host_key,
         "/",
         VERSION,
@@ -271,17 +266,18 @@ fn seal_message(
         body,
         separator,
         reference.as_str(),
-    ])
+    ]
+    .concat()
 }
 
-/// `parts` joined, in one allocation of the right size: the policy writes several names for
-/// every image it seals, in a fresh instance, and `format!` costs it far more in wasm.
-fn concat(parts: &[&str]) -> String {
-    let mut joined = String::with_capacity(parts.iter().map(|part| part.len()).sum());
-    for part in parts {
-        joined.push_str(part);
+/// `bytes` in lowercase hex, appended to `out` digit by digit (`format!` per byte costs the
+/// policy thousands of wasm instructions for each name it seals).
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
-    joined
 }
 
 impl BrokeredName {
@@ -307,7 +303,7 @@ impl BrokeredName {
             &body,
             asked,
         ));
-        Ok(concat(&[VERSION, "/", &seal, "/", &expires, "/", &body]))
+        Ok([VERSION, "/", &seal, "/", &expires, "/", &body].concat())
     }
 
     /// What the seal covers besides the host, the expiry and the tag or digest:
@@ -322,20 +318,20 @@ impl BrokeredName {
                 if !names.iter().all(|n| is_dns_subdomain(n)) {
                     return Err(Refusal::ObjectName);
                 }
-                concat(&["s.", &names.join("__")])
+                ["s.", &names.join("__")].concat()
             }
             Credentials::ServiceAccount(name) => {
                 if !is_dns_subdomain(name) {
                     return Err(Refusal::ObjectName);
                 }
-                concat(&["a.", name])
+                ["a.", name].concat()
             }
         };
         let registry = encode_registry(&self.registry)?;
         if !is_repository(&self.repository) {
             return Err(Refusal::Repository);
         }
-        Ok(concat(&[
+        Ok([
             &self.namespace,
             "/",
             &credentials,
@@ -343,7 +339,8 @@ impl BrokeredName {
             &registry,
             "/",
             &self.repository,
-        ]))
+        ]
+        .concat())
     }
 
     /// Decodes a name the broker received in `/v2/<name>/manifests/<asked>`, accepting exactly
@@ -454,7 +451,7 @@ pub fn reference(
     if broker_host.len() + 1 + encoded.len() > NAME_TOTAL_LENGTH_MAX {
         return Err(Refusal::TooLong);
     }
-    Ok(concat(&[
+    Ok([
         broker_host,
         "/",
         &encoded,
@@ -462,7 +459,8 @@ pub fn reference(
         tag.unwrap_or(""),
         digest.map_or("", |_| "@"),
         digest.unwrap_or(""),
-    ]))
+    ]
+    .concat())
 }
 
 /// What the broker's 403 `DENIED` says, after `denied: `, when a pull secret of the pod does
@@ -524,7 +522,7 @@ pub fn registry_key(registry: &str) -> String {
     let (host, port) = host_and_port(registry);
     let host = host.to_ascii_lowercase();
     match port {
-        Some(port) => concat(&[&host, ":", port]),
+        Some(port) => [&host, ":", port].concat(),
         None => host,
     }
 }
@@ -543,17 +541,15 @@ fn encode_registry(registry: &str) -> Result<String, Refusal> {
     }
     let mut out = String::with_capacity(2 + registry.len() * 2);
     out.push_str("x.");
-    for byte in registry.bytes() {
-        out.push_str(&format!("{byte:02x}"));
-    }
+    push_hex(&mut out, registry.as_bytes());
     Ok(out)
 }
 
 /// `d.<host>[_<port>]` for a lowercase DNS name with an optional port, else `None`.
 fn plain_registry(registry: &str) -> Option<String> {
     Some(match plain_host_and_port(registry)? {
-        (host, Some(port)) => concat(&["d.", host, "_", port]),
-        (host, None) => concat(&["d.", host]),
+        (host, Some(port)) => ["d.", host, "_", port].concat(),
+        (host, None) => ["d.", host].concat(),
     })
 }
 
