@@ -73,12 +73,8 @@ for request in "${requests[@]}"; do
         else ["spec"] end) as $path
     | {settings: {pullSecrets: {credentialedLookups: true}},
        request: ($r | .object |= setpath($path + ["imagePullSecrets"];
-         [{name: "regcred"}, {name: "legacy"}, {name: "broken"}, {name: "opaque"}, {name: "ghost"}]))}),
-    (.request as $r
-    | ($r.object | if .spec.template then ["spec","template","spec"]
-        elif .spec.jobTemplate then ["spec","jobTemplate","spec","template","spec"]
-        else ["spec"] end) as $path
-    | {settings: {actions: {unauthorized: "reject", uncoveredRegistry: "allow"}},
+         [{name: "regcred"}, {name: "legacy"}, {name: "broken"}, {name: "opaque"}, {name: "ghost"}]))},
+      {settings: {actions: {unauthorized: "reject", uncoveredRegistry: "allow"}},
        request: ($r | .object |= setpath($path + ["serviceAccountName"]; "builder"))})' \
     "$request" | while IFS= read -r line; do seed_text validate "$line"$'\n'; done
 done
