@@ -76,8 +76,14 @@ cost_case() {
 echo "| registry | images | requests per policy | own lookups: p50 / p99 (ms) | through the broker: p50 / p99 (ms) | broker / own: p50 / p99 | server CPU per request, own / broker (µs) | errors, denials, warnings |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for n in 1 10; do cost_case warm "$n" "$WARM" "$REG_ANON"; done
-cold=$((WARM / 10 > 20 ? 20 : WARM / 10 > 3 ? WARM / 10 : 3))
-slow=$((WARM / 20 > 10 ? 10 : WARM / 20 > 3 ? WARM / 20 : 3))
+# share PART HIGH: WARM / PART, within [3, HIGH].
+share() {
+  local n=$((WARM / $1))
+  ((n > $2)) && n=$2
+  ((n < 3)) && n=3
+  echo "$n"
+}
+cold=$(share 10 20) slow=$(share 20 10)
 for n in 1 10; do cost_case cold "$n" "$cold" "$REG_ANON" tagged; done
 for n in 1 10; do cost_case "50 ms away" "$n" "$slow" "$far" tagged; done
 echo
