@@ -11,8 +11,9 @@
 # shown on /readyz; and that a sealing key rotated in the mounted directory is taken without a
 # restart, both keys accepted meanwhile. The registry is the htpasswd one behind a fault proxy
 # adding 1 s to every request (lib/fault_proxy.py --mode delay), so a lookup is in flight for
-# about 2 s: room for a test's checks on a busy machine (the suite runs beside others). Needs the broker binary (`make broker`;
-# skipped, saying so, without it), docker-registry, skopeo, python3. Runs once, on the test
+# about 2 s: room for a test's checks on a busy machine (the suite runs beside others). Needs
+# the broker binary (`make broker`; skipped, saying so, without it), docker-registry, skopeo,
+# python3. Runs once, on the test
 # host pass (skipped on kwctl's).
 
 bats_require_minimum_version 1.5.0
