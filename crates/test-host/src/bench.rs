@@ -26,6 +26,7 @@ use crate::call_meter::{CallCounts, CallMeter};
 use crate::callback_requests::CallbackRequestType;
 use crate::capabilities::{Backend, HostCapabilities};
 use crate::cli::BenchArgs;
+use crate::cluster::{apply_field_masks, ClusterStore};
 use crate::guest_memory::{MemoryMeter, WASM_PAGE};
 use crate::run::{read_request, read_settings_from};
 use crate::runtime::{fuel_engine, PolicyPre, PolicyRuntime};
@@ -33,6 +34,7 @@ use crate::runtime::{fuel_engine, PolicyPre, PolicyRuntime};
 /// Answers every request from memory, without any I/O.
 struct MemoryBackend {
     digest: String,
+    cluster: Option<ClusterStore>,
 }
 
 impl Backend for MemoryBackend {
@@ -52,12 +54,19 @@ impl Backend for MemoryBackend {
                 kind,
                 name,
                 namespace,
+                field_masks,
                 ..
-            } => json!({
-                "apiVersion": api_version,
-                "kind": kind,
-                "metadata": { "name": name, "namespace": namespace },
-            }),
+            } => match &self.cluster {
+                Some(cluster) => apply_field_masks(
+                    &cluster.get(api_version, kind, name, namespace.as_deref())?,
+                    field_masks.as_ref(),
+                ),
+                None => json!({
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "metadata": { "name": name, "namespace": namespace },
+                }),
+            },
             CallbackRequestType::KubernetesListResourceNamespace {
                 api_version, kind, ..
             }
@@ -78,14 +87,20 @@ impl Backend for MemoryBackend {
     }
 }
 
-/// The host capabilities of a bench: everything granted, answered from memory.
-fn capabilities(args: &BenchArgs, meter: Arc<CallMeter>) -> Arc<HostCapabilities> {
+/// The host capabilities of a bench: everything granted, answered from memory (objects from
+/// `cluster`, when given).
+fn capabilities(
+    args: &BenchArgs,
+    cluster: Option<&ClusterStore>,
+    meter: Arc<CallMeter>,
+) -> Arc<HostCapabilities> {
     Arc::new(
         HostCapabilities::new(
             HostCapabilitiesAllowList::parse("*"),
             KubernetesAccess::All,
             Box::new(MemoryBackend {
                 digest: args.digest.clone(),
+                cluster: cluster.cloned(),
             }),
         )
         .with_resolve_images(args.enable_resolve_images)
@@ -190,24 +205,23 @@ fn per_request(total: u64, iterations: usize) -> f64 {
 
 /// Pass 2 of [`bench`]: the peak linear memory, in pages, on the metered engine, with the
 /// same calls.
-fn peak_memory_pages(
-    args: &BenchArgs,
-    module: &[u8],
-    settings: &Value,
-    payload: &str,
-) -> Result<usize> {
+fn peak_memory_pages(args: &BenchArgs, inputs: &Inputs) -> Result<usize> {
     let memory = MemoryMeter::default();
     let metered = load(
-        module,
-        capabilities(args, Arc::new(CallMeter::default())),
+        &inputs.module,
+        capabilities(
+            args,
+            inputs.cluster.as_ref(),
+            Arc::new(CallMeter::default()),
+        ),
         Some(memory.engine()?),
         None,
-        settings,
+        &inputs.settings,
         args.fresh_instances,
     )?;
     let mut peak = 0;
     for _ in 0..args.warmup + args.iterations {
-        metered.validate(payload.as_bytes())?;
+        metered.validate(inputs.payload.as_bytes())?;
         peak = peak.max(memory.peak_bytes() / WASM_PAGE);
     }
     Ok(peak)
@@ -217,25 +231,54 @@ fn peak_memory_pages(
 /// counts them. With `--fresh-instances` that is the instance's initialisation (`_start`,
 /// `wapc_init`) and `validate`, as policy-server pays per request; else `validate` alone on a
 /// warm instance. The guest's work hardly varies between calls: the median of five is given.
-fn wasm_instructions(
-    args: &BenchArgs,
-    module: &[u8],
-    settings: &Value,
-    payload: &str,
-) -> Result<u64> {
+fn wasm_instructions(args: &BenchArgs, inputs: &Inputs) -> Result<u64> {
     let metered = load(
-        module,
-        capabilities(args, Arc::new(CallMeter::default())),
+        &inputs.module,
+        capabilities(
+            args,
+            inputs.cluster.as_ref(),
+            Arc::new(CallMeter::default()),
+        ),
         Some(fuel_engine()?),
         None,
-        settings,
+        &inputs.settings,
         args.fresh_instances,
     )?;
     let mut counts = (0..5)
-        .map(|_| metered.instructions(payload.as_bytes()))
+        .map(|_| metered.instructions(inputs.payload.as_bytes()))
         .collect::<Result<Vec<u64>>>()?;
     counts.sort_unstable();
     Ok(counts[counts.len() / 2])
+}
+
+/// What every pass evaluates: the module, its settings, the payload the host hands the guest
+/// (built once) and the objects `kubernetes/get_resource` answers from.
+struct Inputs {
+    module: Vec<u8>,
+    settings: Value,
+    payload: String,
+    cluster: Option<ClusterStore>,
+}
+
+impl Inputs {
+    fn read(args: &BenchArgs) -> Result<Self> {
+        let module = std::fs::read(&args.policy)
+            .with_context(|| format!("cannot read {}", args.policy.display()))?;
+        let settings =
+            read_settings_from(args.settings_json.as_deref(), args.settings_path.as_deref())?;
+        let request = read_request(&args.request_path)?;
+        let cluster = match &args.cluster_dir {
+            Some(dir) => Some(ClusterStore::from_dir(dir)?),
+            None => None,
+        };
+        let payload = json!({ "request": request, "settings": settings }).to_string();
+        Ok(Inputs {
+            module,
+            settings,
+            payload,
+            cluster,
+        })
+    }
 }
 
 /// Runs the benchmark and prints one JSON object on stdout.
@@ -243,22 +286,17 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.iterations == 0 {
         bail!("--iterations must be at least 1");
     }
-    let module = std::fs::read(&args.policy)
-        .with_context(|| format!("cannot read {}", args.policy.display()))?;
-    let settings =
-        read_settings_from(args.settings_json.as_deref(), args.settings_path.as_deref())?;
-    let request = read_request(&args.request_path)?;
-    // What the host hands the guest on every evaluation, built once.
-    let payload = json!({ "request": request, "settings": settings }).to_string();
+    let inputs = Inputs::read(args)?;
+    let payload = &inputs.payload;
 
     // Pass 1: time, host calls and bytes, on the standard engine.
     let meter = Arc::new(CallMeter::default());
     let policy = load(
-        &module,
-        capabilities(args, meter.clone()),
+        &inputs.module,
+        capabilities(args, inputs.cluster.as_ref(), meter.clone()),
         None,
         (args.policy_timeout > 0).then(|| Duration::from_secs(args.policy_timeout)),
-        &settings,
+        &inputs.settings,
         args.fresh_instances,
     )?;
     let mut response = Vec::new();
@@ -281,16 +319,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let answer: Value = serde_json::from_slice(&response)
         .map_err(|e| anyhow!("the policy's answer is not JSON: {e}"))?;
 
-    let peak_pages_after_call = if args.skip_memory_pass {
-        None
+    // Passes 2 and 3, unless skipped.
+    let (peak_pages_after_call, instructions) = if args.skip_memory_pass {
+        (None, None)
     } else {
-        Some(peak_memory_pages(args, &module, &settings, &payload)?)
-    };
-
-    let instructions = if args.skip_memory_pass {
-        None
-    } else {
-        Some(wasm_instructions(args, &module, &settings, &payload)?)
+        (
+            Some(peak_memory_pages(args, &inputs)?),
+            Some(wasm_instructions(args, &inputs)?),
+        )
     };
 
     let mut stats = json!({
@@ -335,6 +371,7 @@ mod tests {
     fn memory_backend_answers_lookups_and_reads() {
         let mut backend = MemoryBackend {
             digest: "sha256:abc".into(),
+            cluster: None,
         };
         let digest = backend
             .evaluate(&CallbackRequestType::OciManifestDigest {
@@ -345,5 +382,34 @@ mod tests {
         assert!(backend
             .evaluate(&CallbackRequestType::OciManifest { image: "x".into() })
             .is_err());
+    }
+
+    #[test]
+    fn memory_backend_reads_objects_from_a_cluster_directory() {
+        let mut cluster = ClusterStore::default();
+        cluster
+            .add_documents(
+                "apiVersion: v1\nkind: Secret\nmetadata: {name: key, namespace: kw}\ndata: {key: a2V5, other: b3RoZXI=}\n",
+            )
+            .expect("a manifest");
+        let mut backend = MemoryBackend {
+            digest: "sha256:abc".into(),
+            cluster: Some(cluster),
+        };
+        let get = |name: &str| CallbackRequestType::KubernetesGetResource {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: name.into(),
+            namespace: Some("kw".into()),
+            disable_cache: false,
+            field_masks: Some(["data.key".to_owned()].into()),
+        };
+        let secret: Value =
+            serde_json::from_slice(&backend.evaluate(&get("key")).expect("the Secret"))
+                .expect("JSON");
+        // the field masks apply, as on policy-server
+        assert_eq!(secret["data"], json!({ "key": "a2V5" }));
+        let missing = backend.evaluate(&get("other")).expect_err("no such Secret");
+        assert!(missing.to_string().contains("Cannot find"), "{missing}");
     }
 }

@@ -166,6 +166,11 @@ pub struct BenchArgs {
     #[arg(long = "warmup", default_value_t = 10)]
     pub warmup: usize,
 
+    /// Directory of YAML/JSON manifests `kubernetes/get_resource` answers from (the lookup
+    /// broker's key Secret, ServiceAccounts); without it every object is an empty one.
+    #[arg(long = "cluster-dir")]
+    pub cluster_dir: Option<PathBuf>,
+
     /// The digest every `oci/v1/manifest_digest` lookup answers.
     #[arg(
         long = "digest",
