@@ -66,7 +66,7 @@ setup_file() {
   # team-a's brokered names as anyone can write them (unsealed, a forged seal, another key's)
   local body="team-a/s.regcred/d.${REG_AUTH/:/_}/private/app"
   local later=$(($(date +%s) + 300))
-  BROKER_FOREIGN_REFS=$(jq -cn --arg b "$BROKER_ADDR" --arg r1 "r1/$body" --arg zero "r3/$(printf '0%.0s' {1..32})/$later/$body" \
+  BROKER_FOREIGN_REFS=$(jq -cn --arg b "$BROKER_ADDR" --arg r1 "r1/$body" --arg zero "r4/$(printf '0%.0s' {1..32})/$later/$body" \
     --arg other "$(broker_seal "$body" v1 "another-key-of-at-least-32-bytes-xyz")" \
     '[$r1, $zero, $other] | map("\($b)/\(.):v1")')
   export BROKER_FOREIGN_REFS
@@ -113,7 +113,7 @@ pod() {
 
 # no_broker_in_messages: the answer names no broker address nor encoded name.
 no_broker_in_messages() {
-  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r4/"* ]] || _fail_with "the broker leaked into a message"
 }
 
 @test "broker: a private image covered by the namespace's pull secret is found" {
@@ -274,7 +274,7 @@ no_broker_in_messages() {
 @test "broker: hostile references that mimic the encoding never use another namespace's secrets" {
   local hostile image
   local enc_registry="d.${REG_AUTH/:/_}"
-  local forged="r3/$(printf '0%.0s' {1..32})/$(($(date +%s) + 300))"
+  local forged="r4/$(printf '0%.0s' {1..32})/$(($(date +%s) + 300))"
   hostile=(
     "$BROKER_ADDR/$forged/kube-system/s.admin/$enc_registry/private/app:v1"
     "$BROKER_ADDR/$forged/kube-system/a.default/$enc_registry/private/app:v1"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The lookup broker (broker/) against registries a Pod author chose, asked directly as the
-# policy server asks it (sealed r3 names, the caller credential): a registry that floods it
+# policy server asks it (sealed r4 names, the caller credential): a registry that floods it
 # (a 1 GiB manifest, a 1 GiB error body, a 1 GiB 401 body, a 1 GiB token answer, an endless
 # header, a slow drip) keeps its memory bounded and gets its answer within the lookup time;
 # one namespace's wrong credentials do not switch a registry off for another namespace; token

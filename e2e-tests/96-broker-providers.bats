@@ -3,7 +3,7 @@
 # (--image-credential-provider-config and --image-credential-provider-bin-dir, docs/broker.md):
 # a real CredentialProviderConfig (a directory of two files) whose plugins are the tests' own (crates/test-credential-provider,
 # speaking the kubelet's exec protocol), asked directly as the policy server asks the broker
-# (sealed r3 names, the caller credential). A plugin that answers opens a private image with no
+# (sealed r4 names, the caller credential). A plugin that answers opens a private image with no
 # pull secret; one that fails or hangs makes an answer uncertain (503), never absent (404);
 # tokenAttributes plugins get a TokenRequest token (from the fake API server) for their
 # audience and the ServiceAccount's annotations, and are not run without a required one;
@@ -539,7 +539,7 @@ expect_one_run_per_pair() {
   output=$(broker_validate ps all "$req")
   assert_rejected
   assert_message_contains "$REG_AUTH/works/app:v9"
-  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r4/"* ]] || _fail_with "the broker leaked into a message"
   [[ "$output" != *"$REG_AUTH_PASSWORD"* ]] || _fail_with "the registry password is in the answer"
 }
 
@@ -564,5 +564,5 @@ expect_one_run_per_pair() {
   assert_message_contains "container \"app\"" "$REG_AUTH/works/app:v9"
   broker_lookups_of team-a | jq -se 'any(.[]; .repository == "works/app" and .reference == "v9" and .outcome == "notFound")' >/dev/null ||
     _fail_with "the broker did not look v9 up: $(cat "$BROKER_LOG")"
-  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r3/"* ]] || _fail_with "the broker leaked into a message"
+  [[ "$output" != *"$BROKER_ADDR"* && "$output" != *"r4/"* ]] || _fail_with "the broker leaked into a message"
 }

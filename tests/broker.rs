@@ -195,7 +195,7 @@ fn an_absent_image_is_rejected_naming_the_real_registry_never_the_broker() {
         "{message}"
     );
     assert!(
-        !message.contains(BROKER) && !message.contains("r3/"),
+        !message.contains(BROKER) && !message.contains("r4/"),
         "{message}"
     );
 }
@@ -212,7 +212,7 @@ fn warnings_when_both_fail(error: impl Fn(&str) -> String) -> Vec<String> {
     let warnings = warnings(&response);
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     for warning in &warnings {
-        assert!(!warning.contains("r3/"), "{warning}");
+        assert!(!warning.contains("r4/"), "{warning}");
     }
     warnings
 }
@@ -385,7 +385,7 @@ fn refused_pull_secrets_are_the_unauthorized_verdict() {
 fn images_naming_the_broker_are_never_looked_up() {
     // an image that imitates a lookup of kube-system's secrets
     let hostile = format!(
-        "{BROKER}/r3/{}/1767225900/kube-system/s.admin/d.registry.example.com/team/app:1.4.2",
+        "{BROKER}/r4/{}/1767225900/kube-system/s.admin/d.registry.example.com/team/app:1.4.2",
         "0".repeat(32)
     );
     let mut request = fixture("pod-create.json");

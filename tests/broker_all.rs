@@ -90,7 +90,7 @@ fn absent_everywhere_through_the_broker_is_rejected_when_the_credentials_are_the
         "{message}"
     );
     assert!(
-        !message.contains(BROKER) && !message.contains("r3/"),
+        !message.contains(BROKER) && !message.contains("r4/"),
         "{message}"
     );
     only_brokered(&host);

@@ -57,18 +57,25 @@ broker_namespace_yaml() {
   [[ "$value" == - ]] || printf '%s\n' "  labels:" "    resolvable-images.kubewarden.io/broker: $value"
 }
 
-# broker_seal BODY ASKED [KEY [EXPIRES [HOST]]]: the r3 name of BODY (`<namespace>/<credentials>/
+# broker_seal BODY ASKED [KEY [EXPIRES [HOST]]]: the r4 name of BODY (`<namespace>/<credentials>/
 # <registry>/<repo>`) for ASKED, the tag or digest of the manifest URL, sealed with KEY (default
 # $BROKER_KEY) for the broker host HOST (default $BROKER_ADDR) until EXPIRES (Unix seconds;
-# default: as the policy writes it, the next 5-minute boundary plus 5 minutes), the openssl
+# default: as the policy writes it, the next 5-minute boundary plus 5 minutes), the b3sum
 # recipe of crates/broker-reference/src/spec.rs.
 broker_seal() {
-  local body=$1 asked=$2 key=${3:-$BROKER_KEY} expires=${4:-} host=${5:-$BROKER_ADDR} sep=: seal
+  local body=$1 asked=$2 key=${3:-$BROKER_KEY} expires=${4:-} host=${5:-$BROKER_ADDR} sep=:
+  local derived seal
   [[ -n "$expires" ]] || expires=$((($(date +%s) + 299) / 300 * 300 + 300))
   [[ "$asked" != *:* ]] || sep=@
-  seal=$(printf '%s/r3/%s/%s%s%s' "$host" "$expires" "$body" "$sep" "$asked" |
-    openssl dgst -sha256 -hmac "$key" | sed 's/^.*= //' | cut -c1-32)
-  printf 'r3/%s/%s/%s\n' "$seal" "$expires" "$body"
+  derived=$(printf '%s' "$key" |
+    b3sum --derive-key 'resolvable-images-policy lookup broker r4 seal key' --no-names)
+  # b3sum --keyed reads the 32-byte key on its standard input, the message from a file; the
+  # format string is the key's bytes as \x escapes
+  # shellcheck disable=SC2059
+  seal=$(printf "$(printf '%s' "$derived" | sed 's/../\\x&/g')" |
+    b3sum --keyed --no-names <(printf '%s/r4/%s/%s%s%s' "$host" "$expires" "$body" "$sep" "$asked") |
+    cut -c1-32)
+  printf 'r4/%s/%s/%s\n' "$seal" "$expires" "$body"
 }
 
 # require_broker: skips a test of the broker alone without its binary, and on the kwctl pass

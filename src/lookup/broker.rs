@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use broker_reference::{BrokeredName, Credentials, SealingKey};
+use broker_reference::{Credentials, Sealer, SealingKey};
 use serde_json::Value;
 
 use crate::host::{
@@ -39,18 +39,17 @@ use kubelet_credentials::{distinct_names, Keyring, SecretSource};
 #[derive(Debug, Clone)]
 pub struct BrokerRoutes {
     settings: BrokerSettings,
-    namespace: String,
     routes: BTreeMap<(PodId, String), Credentials>,
     /// The (pod, image name, location) whose brokered lookup may not use the credentials a
     /// node sends there: a location of another name than the image's (a mirror, a `location`
     /// rewrite) for which the pod's keyring or the providers may differ by name. Its `absent`
     /// is not certain ([`BrokerRoutes::settle`]).
     unlike: BTreeSet<(PodId, String, String)>,
-    /// The sealing key, read once a lookup is routed; why not, when it cannot be read.
-    key: Result<SealingKey, String>,
-    /// When the seals written for this request expire (Unix seconds): one reading of the
-    /// wall clock, once a lookup is routed.
-    expires: u64,
+    /// What seals this request's names (the key, read once a lookup is routed, and one
+    /// reading of the wall clock for their expiry); `None` when the request's namespace or
+    /// the broker host cannot be encoded (nothing is brokered); why not, when the key cannot
+    /// be read.
+    sealer: Result<Option<Sealer>, String>,
     issued: Issued,
 }
 
@@ -118,21 +117,19 @@ impl BrokerRoutes {
                 }
             }
         }
-        let (key, expires) = if routes.is_empty() {
-            (Err(String::new()), 0)
+        let sealer = if routes.is_empty() {
+            Ok(None)
         } else {
-            (
-                read_key(&settings.key_secret, host),
-                broker_reference::expiry(host.unix_time().as_secs()),
-            )
+            read_key(&settings.key_secret, host).map(|key| {
+                let expires = broker_reference::expiry(host.unix_time().as_secs());
+                Sealer::new(key, &settings.host, namespace, expires).ok()
+            })
         };
         BrokerRoutes {
             settings: settings.clone(),
-            namespace: namespace.to_owned(),
             routes,
             unlike,
-            key,
-            expires,
+            sealer,
             issued,
         }
     }
@@ -162,31 +159,25 @@ impl BrokerRoutes {
             return None;
         }
         let credentials = self.routes.get(&(pod, image.name()))?;
-        let key = match &self.key {
-            Ok(key) => key,
+        let sealer = match &self.sealer {
+            Ok(sealer) => sealer.as_ref()?,
             Err(why) => return Some(Err(self.key_unreadable(why))),
         };
-        let name = BrokeredName {
-            namespace: self.namespace.clone(),
-            credentials: credentials.clone(),
-            registry: location.registry().to_owned(),
-            repository: location.repository().to_owned(),
-        };
-        let digest = location.digest().map(|d| d.as_str().to_owned());
-        let tag = match (&digest, location.tag()) {
-            (_, Some(tag)) => Some(tag.to_owned()),
-            (None, None) => Some("latest".to_owned()),
+        let digest = location.digest().map(|d| d.as_str());
+        let tag = match (digest, location.tag()) {
+            (_, Some(tag)) => Some(tag),
+            (None, None) => Some("latest"),
             (Some(_), None) => None,
         };
-        let reference = broker_reference::reference(
-            &self.settings.host,
-            &name,
-            key,
-            tag.as_deref(),
-            digest.as_deref(),
-            self.expires,
-        )
-        .ok()?;
+        let reference = sealer
+            .reference(
+                credentials,
+                location.registry(),
+                location.repository(),
+                tag,
+                digest,
+            )
+            .ok()?;
         self.issued.borrow_mut().insert(reference.clone());
         Some(Ok(reference))
     }
@@ -385,10 +376,10 @@ fn same_credentials(
     image: &ImageReference,
     location: &ImageReference,
 ) -> bool {
-    let (image, location) = (image.name(), location.name());
-    if image == location {
+    if image.registry() == location.registry() && image.repository() == location.repository() {
         return true;
     }
+    let (image, location) = (image.name(), location.name());
     if covering(providers, &image).next().is_some()
         || covering(providers, &location).next().is_some()
     {
@@ -455,8 +446,9 @@ impl<'h, H: Host> BrokerGuard<'h, H> {
             return Ok(());
         };
         let registry = reference.split_once('/').map_or(reference, |(r, _)| r);
-        if !broker_reference::is_broker_host(registry, host)
-            || self.issued.borrow().contains(reference)
+        // the policy's own names first: every brokered lookup passes here
+        if self.issued.borrow().contains(reference)
+            || !broker_reference::is_broker_host(registry, host)
         {
             return Ok(());
         }

@@ -22,15 +22,12 @@
 //! Used by the policy (compiled into its wasm) and the broker, so that both read one encoding;
 //! tested by its unit tests and the broker's suites (`e2e-tests/9[4-7]-broker*.bats`).
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 pub mod spec;
 pub mod suggested_tags;
 
 /// The first component of every encoded name: the version of this encoding.
-pub const VERSION: &str = "r3";
-/// The seal's length in hex digits: 128 bits of the HMAC, as in HMAC-SHA256-128 (RFC 4868).
+pub const VERSION: &str = "r4";
+/// The seal's length in hex digits: the first 128 bits of the keyed hash.
 pub const SEAL_LENGTH: usize = 32;
 /// The longest name (registry host included) distribution's reference parser accepts.
 pub const NAME_TOTAL_LENGTH_MAX: usize = 255;
@@ -157,7 +154,7 @@ pub enum Refusal {
     TooLong,
     /// The name is not this encoding (another version, such as the retired `r2`, a missing or
     /// malformed component, not canonical).
-    #[error("the name is not a brokered lookup of encoding r3")]
+    #[error("the name is not a brokered lookup of encoding r4")]
     NotEncoded,
     /// The name is this encoding but its seal is not one of the broker's keys' for one of its
     /// host names and the tag or digest asked: the policy did not write it, wrote it for
@@ -179,11 +176,12 @@ pub enum Refusal {
 }
 
 /// The secret the policy and the broker share: only a holder can write a name the broker
-/// answers. Held as HMAC's state after the key, so that each seal hashes only its message
-/// (the policy seals every image of a request in a fresh instance). Never printed: its `Debug`
-/// shows no byte.
+/// answers. Held as the BLAKE3 key derived from the Secret's bytes ([`spec`]), read once per
+/// request: the policy seals every image of a request in a fresh instance, and BLAKE3's keyed
+/// hash of a name costs the guest about a third of HMAC-SHA256's (docs/performance.md). Never
+/// printed: its `Debug` shows no byte.
 #[derive(Clone)]
-pub struct SealingKey(Hmac<Sha256>);
+pub struct SealingKey([u8; blake3::KEY_LEN]);
 
 impl std::fmt::Debug for SealingKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -191,21 +189,21 @@ impl std::fmt::Debug for SealingKey {
     }
 }
 
+/// The BLAKE3 key derivation context of the seal's key ([`spec`]).
+pub const KEY_CONTEXT: &str = "resolvable-images-policy lookup broker r4 seal key";
+
 impl SealingKey {
-    /// HMAC-SHA256's own block of security: a shorter key would be the weakest part.
+    /// The keyed hash's own security: a shorter secret would be the weakest part.
     pub const MIN_LENGTH: usize = 32;
 
     /// A key of at least [`SealingKey::MIN_LENGTH`] bytes (any bytes: the text of a random
     /// string is as good as raw bytes).
-    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self, Refusal> {
-        let bytes = bytes.into();
+    pub fn new(bytes: impl AsRef<[u8]>) -> Result<Self, Refusal> {
+        let bytes = bytes.as_ref();
         if bytes.len() < Self::MIN_LENGTH {
             return Err(Refusal::ShortKey);
         }
-        // HMAC takes a key of any length: this cannot fail
-        let keyed = <Hmac<Sha256> as Mac>::new_from_slice(&bytes)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
-        Ok(SealingKey(keyed))
+        Ok(SealingKey(blake3::derive_key(KEY_CONTEXT, bytes)))
     }
 
     /// The key a Secret holds (a `data` entry or a mounted file): its bytes without the
@@ -219,53 +217,97 @@ impl SealingKey {
         Self::new(&bytes[..end])
     }
 
-    fn mac(&self, message: &str) -> Hmac<Sha256> {
-        let mut mac = self.0.clone();
-        mac.update(message.as_bytes());
-        mac
+    /// The keyed hash of the message [`seal_message`] spells, fed in its parts: no message is
+    /// written out.
+    fn mac(&self, parts: &SealedParts<'_>) -> blake3::Hash {
+        let mut hasher = blake3::Hasher::new_keyed(&self.0);
+        let (separator, asked) = parts.asked.parts();
+        for part in [
+            parts.host_key,
+            "/",
+            VERSION,
+            "/",
+            parts.expires,
+            "/",
+            parts.body,
+            separator,
+            asked,
+        ] {
+            hasher.update(part.as_bytes());
+        }
+        hasher.finalize()
     }
 
-    /// The seal of `message` ([`seal_message`]): the left 128 bits of its HMAC, in lowercase
-    /// hex.
+    /// The seal of `parts`: the first 128 bits of their keyed hash, in lowercase hex, appended
+    /// to `out`.
+    fn push_seal(&self, out: &mut String, parts: &SealedParts<'_>) {
+        push_hex(out, &self.mac(parts).as_bytes()[..SEAL_LENGTH / 2]);
+    }
+
+    /// The seal of a message written out (the tests forge names with it).
+    #[cfg(test)]
     fn seal(&self, message: &str) -> String {
-        let tag = self.mac(message).finalize().into_bytes();
-        let mut seal = String::with_capacity(SEAL_LENGTH);
-        push_hex(&mut seal, &tag[..SEAL_LENGTH / 2]);
+        let mut seal = String::new();
+        push_hex(
+            &mut seal,
+            &blake3::keyed_hash(&self.0, message.as_bytes()).as_bytes()[..SEAL_LENGTH / 2],
+        );
         seal
     }
 
-    /// True when `seal` is this key's seal of `message`, compared in constant time.
-    fn verifies(&self, seal: &[u8], message: &str) -> bool {
-        self.mac(message).verify_truncated_left(seal).is_ok()
+    /// True when `seal` is this key's seal of `parts`, compared in constant time.
+    fn verifies(&self, seal: &[u8], parts: &SealedParts<'_>) -> bool {
+        seal.len() == SEAL_LENGTH / 2
+            && constant_time_eq::constant_time_eq(seal, &self.mac(parts).as_bytes()[..seal.len()])
     }
 }
 
-/// What a seal is the HMAC of: the reference as the policy wrote it, the seal left out, with
+/// The tag or digest a seal is for, borrowed.
+#[derive(Debug, Clone, Copy)]
+enum Asked<'a> {
+    Tag(&'a str),
+    Digest(&'a str),
+}
+
+impl<'a> Asked<'a> {
+    /// The separator before it in a reference, and its text.
+    fn parts(self) -> (&'static str, &'a str) {
+        match self {
+            Asked::Tag(tag) => (":", tag),
+            Asked::Digest(digest) => ("@", digest),
+        }
+    }
+}
+
+impl ManifestReference {
+    fn asked(&self) -> Asked<'_> {
+        match self {
+            ManifestReference::Tag(tag) => Asked::Tag(tag),
+            ManifestReference::Digest(digest) => Asked::Digest(digest),
+        }
+    }
+}
+
+/// What a seal covers ([`seal_message`]), in its parts.
+struct SealedParts<'a> {
+    host_key: &'a str,
+    expires: &'a str,
+    body: &'a str,
+    asked: Asked<'a>,
+}
+
+/// What a seal is the keyed hash of: the reference as the policy wrote it, the seal left out, with
 /// only the tag or the digest that the manifest URL asks for (a digest when the image has
 /// one, as the policy server's client and the test host ask), the broker host spelled as
-/// [`registry_key`] spells it: `<host>/r3/<expires>/<body>:<tag>` or `…/<body>@<digest>`.
+/// [`registry_key`] spells it: `<host>/r4/<expires>/<body>:<tag>` or `…/<body>@<digest>`.
 /// Unambiguous: the host has no `/`, the body ends with path components, which hold neither
-/// `:` nor `@`, and a tag holds neither.
-fn seal_message(
-    host_key: &str,
-    expires: &str,
-    body: &str,
-    reference: &ManifestReference,
-) -> String {
-    let separator = match reference {
-        ManifestReference::Tag(_) => ":",
-        ManifestReference::Digest(_) => "@",
-    };
+/// `:` nor `@`, and a tag holds neither. [`SealingKey`] feeds these parts to the hash without
+/// writing the message out; the tests write it.
+#[cfg(test)]
+fn seal_message(host_key: &str, expires: &str, body: &str, asked: &ManifestReference) -> String {
+    let (separator, asked) = asked.asked().parts();
     [
-        host_key,
-        "/",
-        VERSION,
-        "/",
-        expires,
-        "/",
-        body,
-        separator,
-        reference.as_str(),
+        host_key, "/", VERSION, "/", expires, "/", body, separator, asked,
     ]
     .concat()
 }
@@ -284,7 +326,7 @@ impl BrokeredName {
     /// The encoded name (no broker host) for looking up `asked` (the tag or digest the
     /// manifest URL will carry) through `broker_host` until `expires` (Unix seconds, see
     /// [`expiry`]), sealed with `key`; or why this lookup cannot be encoded. The length limit
-    /// is checked by [`reference`], which writes the broker host in front.
+    /// is checked by [`reference()`], which writes the broker host in front.
     pub fn encode(
         &self,
         key: &SealingKey,
@@ -292,18 +334,17 @@ impl BrokeredName {
         asked: &ManifestReference,
         expires: u64,
     ) -> Result<String, Refusal> {
-        if plain_registry(broker_host).is_none() {
-            return Err(Refusal::BrokerHost);
-        }
-        let body = self.body()?;
-        let expires = expires.to_string();
-        let seal = key.seal(&seal_message(
-            &registry_key(broker_host),
-            &expires,
-            &body,
-            asked,
-        ));
-        Ok([VERSION, "/", &seal, "/", &expires, "/", &body].concat())
+        let sealer = Sealer::new(key.clone(), broker_host, &self.namespace, expires)?;
+        let mut body = String::new();
+        sealer.push_body(
+            &mut body,
+            &self.credentials,
+            &self.registry,
+            &self.repository,
+        )?;
+        let mut encoded = String::new();
+        sealer.push_encoded(&mut encoded, &body, asked.asked());
+        Ok(encoded)
     }
 
     /// What the seal covers besides the host, the expiry and the tag or digest:
@@ -312,35 +353,15 @@ impl BrokeredName {
         if !is_dns_label(&self.namespace) {
             return Err(Refusal::Namespace);
         }
-        let credentials = match &self.credentials {
-            Credentials::PullSecrets(names) if names.is_empty() => "n".to_owned(),
-            Credentials::PullSecrets(names) => {
-                if !names.iter().all(|n| is_dns_subdomain(n)) {
-                    return Err(Refusal::ObjectName);
-                }
-                ["s.", &names.join("__")].concat()
-            }
-            Credentials::ServiceAccount(name) => {
-                if !is_dns_subdomain(name) {
-                    return Err(Refusal::ObjectName);
-                }
-                ["a.", name].concat()
-            }
-        };
-        let registry = encode_registry(&self.registry)?;
-        if !is_repository(&self.repository) {
-            return Err(Refusal::Repository);
-        }
-        Ok([
+        let mut body = String::new();
+        push_body(
+            &mut body,
             &self.namespace,
-            "/",
-            &credentials,
-            "/",
-            &registry,
-            "/",
+            &self.credentials,
+            &self.registry,
             &self.repository,
-        ]
-        .concat())
+        )?;
+        Ok(body)
     }
 
     /// Decodes a name the broker received in `/v2/<name>/manifests/<asked>`, accepting exactly
@@ -368,11 +389,13 @@ impl BrokeredName {
         let expires_at = parse_expiry(expires).ok_or(Refusal::NotEncoded)?;
         // the seal first: nothing of an unsealed name is looked at further
         let sealed = unsealing.own_hosts.iter().any(|host| {
-            let message = seal_message(&registry_key(host), expires, body, asked);
-            unsealing
-                .keys
-                .iter()
-                .any(|key| key.verifies(&seal, &message))
+            let parts = SealedParts {
+                host_key: &registry_key(host),
+                expires,
+                body,
+                asked: asked.asked(),
+            };
+            unsealing.keys.iter().any(|key| key.verifies(&seal, &parts))
         });
         if !sealed {
             return Err(Refusal::Unsealed);
@@ -438,29 +461,167 @@ pub fn reference(
     digest: Option<&str>,
     expires: u64,
 ) -> Result<String, Refusal> {
-    if tag.is_some_and(|tag| !is_tag(tag)) {
-        return Err(Refusal::Tag);
+    Sealer::new(key.clone(), broker_host, &name.namespace, expires)?.reference(
+        &name.credentials,
+        &name.registry,
+        &name.repository,
+        tag,
+        digest,
+    )
+}
+
+/// What every brokered name of one admission request shares, checked and spelt once: the key,
+/// the broker host, the expiry and the namespace. The policy writes the names of a request's
+/// images with one, each in one string and one keyed hash over its parts, since it seals every
+/// image of every request in a fresh instance.
+#[derive(Debug, Clone)]
+pub struct Sealer {
+    key: SealingKey,
+    /// As the reference writes it.
+    host: String,
+    /// As the seal covers it ([`registry_key`]).
+    host_key: String,
+    expires: String,
+    namespace: String,
+}
+
+impl Sealer {
+    /// The names of `namespace`'s lookups through `broker_host` until `expires` (Unix seconds,
+    /// see [`expiry`]), sealed with `key`; refused when the host or the namespace cannot be
+    /// encoded.
+    pub fn new(
+        key: SealingKey,
+        broker_host: &str,
+        namespace: &str,
+        expires: u64,
+    ) -> Result<Self, Refusal> {
+        if plain_host_and_port(broker_host).is_none() {
+            return Err(Refusal::BrokerHost);
+        }
+        if !is_dns_label(namespace) {
+            return Err(Refusal::Namespace);
+        }
+        Ok(Sealer {
+            key,
+            host: broker_host.to_owned(),
+            host_key: registry_key(broker_host),
+            expires: expires.to_string(),
+            namespace: namespace.to_owned(),
+        })
     }
-    let asked = match (tag, digest) {
-        (_, Some(digest)) if is_digest(digest) => ManifestReference::Digest(digest.to_owned()),
-        (_, Some(_)) => return Err(Refusal::Digest),
-        (Some(tag), None) => ManifestReference::Tag(tag.to_owned()),
-        (None, None) => return Err(Refusal::Tag),
-    };
-    let encoded = name.encode(key, broker_host, &asked, expires)?;
-    if broker_host.len() + 1 + encoded.len() > NAME_TOTAL_LENGTH_MAX {
-        return Err(Refusal::TooLong);
+
+    /// The full reference the policy asks the policy server about (see [`reference()`]) for
+    /// looking up `registry/repository` with `credentials`.
+    pub fn reference(
+        &self,
+        credentials: &Credentials,
+        registry: &str,
+        repository: &str,
+        tag: Option<&str>,
+        digest: Option<&str>,
+    ) -> Result<String, Refusal> {
+        if tag.is_some_and(|tag| !is_tag(tag)) {
+            return Err(Refusal::Tag);
+        }
+        let asked = match (tag, digest) {
+            (_, Some(digest)) if is_digest(digest) => Asked::Digest(digest),
+            (_, Some(_)) => return Err(Refusal::Digest),
+            (Some(tag), None) => Asked::Tag(tag),
+            (None, None) => return Err(Refusal::Tag),
+        };
+        let mut body = String::with_capacity(NAME_TOTAL_LENGTH_MAX);
+        self.push_body(&mut body, credentials, registry, repository)?;
+        // `<host>/r4/<seal>/<expires>/<body>`
+        let name_length =
+            self.host.len() + 1 + VERSION.len() + SEAL_LENGTH + self.expires.len() + 3 + body.len();
+        if name_length > NAME_TOTAL_LENGTH_MAX {
+            return Err(Refusal::TooLong);
+        }
+        let mut out = String::with_capacity(
+            name_length + tag.map_or(0, |t| 1 + t.len()) + digest.map_or(0, |d| 1 + d.len()),
+        );
+        out.push_str(&self.host);
+        out.push('/');
+        self.push_encoded(&mut out, &body, asked);
+        for (separator, text) in [(':', tag), ('@', digest)] {
+            if let Some(text) = text {
+                out.push(separator);
+                out.push_str(text);
+            }
+        }
+        Ok(out)
     }
-    Ok([
-        broker_host,
-        "/",
-        &encoded,
-        tag.map_or("", |_| ":"),
-        tag.unwrap_or(""),
-        digest.map_or("", |_| "@"),
-        digest.unwrap_or(""),
-    ]
-    .concat())
+
+    /// `<namespace>/<credentials>/<registry>/<repository>`, appended to `out`.
+    fn push_body(
+        &self,
+        out: &mut String,
+        credentials: &Credentials,
+        registry: &str,
+        repository: &str,
+    ) -> Result<(), Refusal> {
+        push_body(out, &self.namespace, credentials, registry, repository)
+    }
+
+    /// `r4/<seal>/<expires>/<body>`, appended to `out`.
+    fn push_encoded(&self, out: &mut String, body: &str, asked: Asked<'_>) {
+        let parts = SealedParts {
+            host_key: &self.host_key,
+            expires: &self.expires,
+            body,
+            asked,
+        };
+        out.push_str(VERSION);
+        out.push('/');
+        self.key.push_seal(out, &parts);
+        out.push('/');
+        out.push_str(&self.expires);
+        out.push('/');
+        out.push_str(body);
+    }
+}
+
+/// `<namespace>/<credentials>/<registry>/<repository>` appended to `out`, the namespace taken
+/// as checked; or why the lookup cannot be encoded.
+fn push_body(
+    out: &mut String,
+    namespace: &str,
+    credentials: &Credentials,
+    registry: &str,
+    repository: &str,
+) -> Result<(), Refusal> {
+    out.push_str(namespace);
+    out.push('/');
+    match credentials {
+        Credentials::PullSecrets(names) if names.is_empty() => out.push('n'),
+        Credentials::PullSecrets(names) => {
+            out.push_str("s.");
+            for (i, name) in names.iter().enumerate() {
+                if !is_dns_subdomain(name) {
+                    return Err(Refusal::ObjectName);
+                }
+                if i > 0 {
+                    out.push_str("__");
+                }
+                out.push_str(name);
+            }
+        }
+        Credentials::ServiceAccount(name) => {
+            if !is_dns_subdomain(name) {
+                return Err(Refusal::ObjectName);
+            }
+            out.push_str("a.");
+            out.push_str(name);
+        }
+    }
+    out.push('/');
+    push_registry(out, registry)?;
+    if !is_repository(repository) {
+        return Err(Refusal::Repository);
+    }
+    out.push('/');
+    out.push_str(repository);
+    Ok(())
 }
 
 /// What the broker's 403 `DENIED` says, after `denied: `, when a pull secret of the pod does
@@ -527,9 +688,17 @@ pub fn registry_key(registry: &str) -> String {
     }
 }
 
-fn encode_registry(registry: &str) -> Result<String, Refusal> {
-    if let Some(plain) = plain_registry(registry) {
-        return Ok(plain);
+/// The registry's component ([`spec`]), appended to `out`: `d.<host>[_<port>]` for a lowercase
+/// DNS name or IPv4 address with an optional port, else `x.<hex>`.
+fn push_registry(out: &mut String, registry: &str) -> Result<(), Refusal> {
+    if let Some((host, port)) = plain_host_and_port(registry) {
+        out.push_str("d.");
+        out.push_str(host);
+        if let Some(port) = port {
+            out.push('_');
+            out.push_str(port);
+        }
+        return Ok(());
     }
     if registry.is_empty()
         || registry.len() > NAME_TOTAL_LENGTH_MAX
@@ -539,21 +708,12 @@ fn encode_registry(registry: &str) -> Result<String, Refusal> {
     {
         return Err(Refusal::Registry);
     }
-    let mut out = String::with_capacity(2 + registry.len() * 2);
     out.push_str("x.");
-    push_hex(&mut out, registry.as_bytes());
-    Ok(out)
+    push_hex(out, registry.as_bytes());
+    Ok(())
 }
 
-/// `d.<host>[_<port>]` for a lowercase DNS name with an optional port, else `None`.
-fn plain_registry(registry: &str) -> Option<String> {
-    Some(match plain_host_and_port(registry)? {
-        (host, Some(port)) => ["d.", host, "_", port].concat(),
-        (host, None) => ["d.", host].concat(),
-    })
-}
-
-/// The host and port of a registry that [`plain_registry`] encodes, or `None` for any other.
+/// The host and port of a registry that [`push_registry`] writes as `d.`, or `None` for any other.
 fn plain_host_and_port(registry: &str) -> Option<(&str, Option<&str>)> {
     let (host, port) = match registry.split_once(':') {
         Some((host, port)) => (host, Some(port)),

@@ -1,4 +1,4 @@
-//! The specification of the lookup broker's reference encoding (`r3`), byte for byte.
+//! The specification of the lookup broker's reference encoding (`r4`), byte for byte.
 //!
 //! The contract between the policy, which rewrites a lookup into a reference on the broker's
 //! host, and the broker (`broker/`), which decodes it. One implementation serves both:
@@ -7,11 +7,12 @@
 //! # Layout
 //!
 //! ```text
-//! BROKER_HOST/r3/<seal>/<expires>/<namespace>/<credentials>/<registry>/<repository>[:<tag>][@<digest>]
+//! BROKER_HOST/r4/<seal>/<expires>/<namespace>/<credentials>/<registry>/<repository>[:<tag>][@<digest>]
 //!
-//! <seal>         32 lowercase hex digits: the left 128 bits of HMAC-SHA256(key, message), the key
-//!                being the Secret's data.key (lookupBroker.keySecret) without trailing newlines,
-//!                at least 32 bytes; the message below
+//! <seal>         32 lowercase hex digits: the first 128 bits of BLAKE3's keyed hash of the message
+//!                below, keyed with BLAKE3's derive_key(KEY_CONTEXT, secret), the secret being the
+//!                Secret's data.key (lookupBroker.keySecret) without trailing newlines, at least
+//!                32 bytes, and KEY_CONTEXT "resolvable-images-policy lookup broker r4 seal key"
 //! <expires>      Unix seconds (decimal, no leading zero) from which the broker refuses the name
 //! <namespace>    the admission request's namespace, verbatim (a DNS-1123 label)
 //! <credentials>  n                          no pull secrets: one anonymous lookup
@@ -25,12 +26,12 @@
 //! tag, digest    the image's own, verbatim
 //! ```
 //!
-//! The **message** the seal is the HMAC of is the reference as the policy writes it, with the
+//! The **message** the seal is the keyed hash of is the reference as the policy writes it, with the
 //! seal left out and only the tag *or* the digest that the manifest URL will carry:
 //!
 //! ```text
-//! BROKER_HOST/r3/<expires>/<namespace>/<credentials>/<registry>/<repository>:<tag>     (no digest)
-//! BROKER_HOST/r3/<expires>/<namespace>/<credentials>/<registry>/<repository>@<digest>  (a digest)
+//! BROKER_HOST/r4/<expires>/<namespace>/<credentials>/<registry>/<repository>:<tag>     (no digest)
+//! BROKER_HOST/r4/<expires>/<namespace>/<credentials>/<registry>/<repository>@<digest>  (a digest)
 //! ```
 //!
 //! A reference with both a tag and a digest is asked by its digest: the policy server's client
@@ -45,17 +46,19 @@
 //!
 //! | lookup | brokered reference |
 //! |---|---|
-//! | `registry.example:5000/app/web:v1` in `team-a`, secrets `regcred`, `backup.cred` | `broker.kw.svc:8443/r3/3ffe6117917f3f9486b885f4e6a24049/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1` |
-//! | `busybox:1.36` in `default`, template with ServiceAccount `builder` | `broker.kw.svc:8443/r3/<seal>/1767225900/default/a.builder/d.docker.io/library/busybox:1.36` |
-//! | `[::1]:5000/a:1@sha256:…` in `ns`, no secrets (sealed for the digest) | `broker.kw.svc:8443/r3/<seal>/1767225900/ns/n/x.5b3a3a315d3a35303030/a:1@sha256:…` |
+//! | `registry.example:5000/app/web:v1` in `team-a`, secrets `regcred`, `backup.cred` | `broker.kw.svc:8443/r4/e1fda409a977e3be7258871d63178dcd/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1` |
+//! | `busybox:1.36` in `default`, template with ServiceAccount `builder` | `broker.kw.svc:8443/r4/<seal>/1767225900/default/a.builder/d.docker.io/library/busybox:1.36` |
+//! | `[::1]:5000/a:1@sha256:…` in `ns`, no secrets (sealed for the digest) | `broker.kw.svc:8443/r4/<seal>/1767225900/ns/n/x.5b3a3a315d3a35303030/a:1@sha256:…` |
 //!
 //! The seal of the first, as any tool computes it (`e2e-tests/lib/broker.bash`'s `broker_seal`
-//! does this to forge requests):
+//! does this to forge requests; `b3sum --keyed` reads the 32-byte key on its standard input):
 //!
 //! ```console
-//! $ printf '%s' broker.kw.svc:8443/r3/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1 |
-//!     openssl dgst -sha256 -hmac 0123456789abcdef0123456789abcdef | cut -d' ' -f2 | cut -c1-32
-//! 3ffe6117917f3f9486b885f4e6a24049
+//! $ key=$(printf '%s' 0123456789abcdef0123456789abcdef |
+//!     b3sum --derive-key 'resolvable-images-policy lookup broker r4 seal key' --no-names)
+//! $ printf '%s' broker.kw.svc:8443/r4/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1 >message
+//! $ printf "$(printf '%s' "$key" | sed 's/../\\x&/g')" | b3sum --keyed --no-names message | cut -c1-32
+//! e1fda409a977e3be7258871d63178dcd
 //! ```
 //!
 //! # The expiry
@@ -106,12 +109,14 @@
 //!   reads anything else of the name, and the expiry right after, against its own clock; so an
 //!   unsealed, foreign or expired name costs the broker no Secret read and no registry request.
 //!   The seal covers every component and the one tag or digest asked: a name copied from a log
-//!   or a cache is good for that tag or digest, on that broker, for minutes. 128 bits of
-//!   HMAC-SHA256 is HMAC-SHA256-128 (RFC 4868); the seal and the expiry cost 47 of the 255
-//!   characters.
-//! - **No other version**: `r2` names (sealed without the tag, the host or an expiry) and `r1`
-//!   names are refused as not encoded; the project is pre-1.0, and keeping `r2` would keep the
-//!   lasting, any-tag capability `r3` exists to remove.
+//!   or a cache is good for that tag or digest, on that broker, for minutes. BLAKE3's keyed
+//!   mode is a PRF, so its first 128 bits are a MAC of 128-bit strength against forgery; the seal
+//!   and the expiry cost 47 of the 255 characters. BLAKE3, not HMAC-SHA256 (`r3`): the policy
+//!   seals every image of every request in a fresh instance, and the keyed hash of a name costs
+//!   its wasm about a third of the HMAC's (docs/performance.md).
+//! - **No other version**: `r3` names (this layout under HMAC-SHA256), `r2` names (sealed without
+//!   the tag, the host or an expiry) and `r1` names are refused as not encoded; the project is
+//!   pre-1.0, and a broker that accepted two seals would be as strong as the weaker.
 //!
 //! # Refusals
 //!
@@ -135,7 +140,7 @@
 //!   instance of this policy without `lookupBroker`, or a Pod author's image looked up as written
 //!   reaches the broker with a name it cannot seal, and gets 401; so does a name the policy
 //!   sealed, asked for another tag or digest, after its expiry, or of another broker.
-//! - An image that *is* an encoded reference (`BROKER_HOST/r3/<seal>/<expires>/kube-system/s.admin/...`)
+//! - An image that *is* an encoded reference (`BROKER_HOST/r4/<seal>/<expires>/kube-system/s.admin/...`)
 //!   names the broker's host. The policy sends no reference on the broker's host (compared
 //!   without regard to case, a trailing dot or the port 443) to the policy server unless it wrote that very
 //!   reference for the request being judged (a guard around every OCI host call: lookups,

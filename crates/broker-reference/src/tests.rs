@@ -75,10 +75,10 @@ fn encodes_the_documented_examples() {
         "registry.example:5000",
         "app/web",
     );
-    // the seal as `openssl dgst -sha256 -hmac <key>` computes it (the `spec` module's recipe)
+    // the seal as `b3sum` computes it (the `spec` module's recipe)
     assert_eq!(
         reference(HOST, &lookup, &key(), Some("v1"), None, EXPIRES).unwrap(),
-        "broker.kw.svc:8443/r3/3ffe6117917f3f9486b885f4e6a24049/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1"
+        "broker.kw.svc:8443/r4/e1fda409a977e3be7258871d63178dcd/1767225900/team-a/s.regcred__backup.cred/d.registry.example_5000/app/web:v1"
     );
     let sa = name(
         "default",
@@ -193,7 +193,7 @@ fn limits_the_whole_name_to_255_characters() {
     let fixed = format!("{HOST}/{}", sealed("ns/n/d.r/")).len();
     assert_eq!(
         fixed,
-        HOST.len() + 1 + "r3/".len() + SEAL_LENGTH + 1 + 11 + "ns/n/d.r/".len()
+        HOST.len() + 1 + "r4/".len() + SEAL_LENGTH + 1 + 11 + "ns/n/d.r/".len()
     );
     let mut lookup = name(
         "ns",
@@ -222,10 +222,10 @@ fn decodes_strictly() {
     // whatever is not the layout, sealed or not
     for name in [
         "",
-        "r3",
+        "r4",
         "r1/ns/n/d.r/a",
-        "R3/x/1/ns/n/d.r/a",
-        "/r3/x/1/ns/n/d.r/a",
+        "R4/x/1/ns/n/d.r/a",
+        "/r4/x/1/ns/n/d.r/a",
     ] {
         assert_eq!(decode(name), Err(Refusal::NotEncoded), "{name:?}");
     }
@@ -398,14 +398,21 @@ fn the_policys_expiry_keeps_references_stable_within_a_window() {
 }
 
 #[test]
-fn the_retired_r2_encoding_is_refused() {
-    // a name of the previous encoding, sealed as it was (no host, tag nor expiry)
+fn the_retired_r2_and_r3_encodings_are_refused() {
+    // names of the previous encodings, laid out as they were (r2: no host, tag nor expiry;
+    // r3: the layout of r4 under HMAC-SHA256), whatever their seal
     let body = "team-a/s.regcred/d.r.example/app";
     let seal = key().seal(&format!("r2/{body}"));
     assert_eq!(
         decode(&format!("r2/{seal}/{body}")),
         Err(Refusal::NotEncoded)
     );
+    let r4 = sealed(body);
+    assert_eq!(
+        decode(&r4.replacen("r4/", "r3/", 1)),
+        Err(Refusal::NotEncoded)
+    );
+    assert!(decode(&r4).is_ok());
 }
 
 #[test]
@@ -668,8 +675,8 @@ fn only_a_holder_of_the_key_writes_a_name_the_broker_answers() {
     assert_eq!(decode(&zeros), Err(Refusal::Unsealed));
     for unsealed in [
         "r1/team-a/s.regcred/d.r.example/app",
-        "r3/team-a/s.regcred/d.r.example/app",
-        "r3/1767225900/team-a/s.regcred/d.r.example/app",
+        "r4/team-a/s.regcred/d.r.example/app",
+        "r4/1767225900/team-a/s.regcred/d.r.example/app",
     ] {
         assert_eq!(decode(unsealed), Err(Refusal::NotEncoded), "{unsealed}");
     }
@@ -682,17 +689,10 @@ fn only_a_holder_of_the_key_writes_a_name_the_broker_answers() {
 }
 
 #[test]
-fn the_seal_is_hmac_sha256_of_the_reference_truncated_to_128_bits() {
-    // RFC 4231 test case 2 (key "Jefe" is too short for a sealing key, so check the MAC
-    // construction directly), then the seal: the left 16 bytes of the HMAC of the reference
-    // with the seal left out
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(b"Jefe").unwrap();
-    mac.update(b"what do ya want for nothing?");
-    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
-    assert_eq!(
-        hex(&mac.finalize().into_bytes()),
-        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-    );
+fn the_seal_is_the_keyed_blake3_hash_of_the_reference_truncated_to_128_bits() {
+    // the construction the `spec` module gives, written out: the key derived from the
+    // Secret's bytes, then the first 16 bytes of the keyed hash of the reference with the seal
+    // left out
     let lookup = name("team-a", secrets(&[]), "r", "app");
     let digest = format!("sha256:{}", "c".repeat(64));
     let encoded = lookup
@@ -703,12 +703,22 @@ fn the_seal_is_hmac_sha256_of_the_reference_truncated_to_128_bits() {
             EXPIRES,
         )
         .unwrap();
-    let mut full =
-        <Hmac<Sha256> as Mac>::new_from_slice(b"0123456789abcdef0123456789abcdef").unwrap();
-    full.update(format!("{HOST}/r3/{EXPIRES}/team-a/n/d.r/app@{digest}").as_bytes());
-    let full = hex(&full.finalize().into_bytes());
+    let derived = blake3::derive_key(KEY_CONTEXT, b"0123456789abcdef0123456789abcdef");
+    let message = format!("{HOST}/r4/{EXPIRES}/team-a/n/d.r/app@{digest}");
+    let full = blake3::keyed_hash(&derived, message.as_bytes()).to_hex();
     assert_eq!(
         encoded,
-        format!("r3/{}/{EXPIRES}/team-a/n/d.r/app", &full[..SEAL_LENGTH])
+        format!("r4/{}/{EXPIRES}/team-a/n/d.r/app", &full[..SEAL_LENGTH])
     );
+    // a seal of another length is never a match, however it begins
+    let parts = SealedParts {
+        host_key: HOST,
+        expires: &EXPIRES.to_string(),
+        body: "team-a/n/d.r/app",
+        asked: Asked::Digest(&digest),
+    };
+    let bytes = key().mac(&parts);
+    assert!(key().verifies(&bytes.as_bytes()[..16], &parts));
+    assert!(!key().verifies(&bytes.as_bytes()[..15], &parts));
+    assert!(!key().verifies(&bytes.as_bytes()[..], &parts));
 }
