@@ -13,8 +13,9 @@
 # policy server's CPU per request (the broker's is not counted: it is another process);
 # nothing is asserted. Skips, saying so, without a policy-server (POLICY_SERVER, else on PATH)
 # or the broker. Knobs: BENCH_COST_REQUESTS (warm requests per policy and Pod size, 1500: the
-# p99 of 200 is their second slowest, which one stall of the machine moves; cold 20, 50 ms away
-# 10, or a tenth and a twentieth of a smaller count, each at least 3), BROKER_BIN, POLICY_SERVER.
+# p99 of 200 is their second slowest, which one stall of the machine moves; cold 100, whose p99
+# is the second slowest, not the slowest; 50 ms away 10; or a fifteenth and a hundred-and-fiftieth
+# of a smaller count, each at least 3), BROKER_BIN, POLICY_SERVER.
 set -euo pipefail
 
 # shellcheck source=bench/broker-bench.bash
@@ -63,7 +64,10 @@ cost_case() {
     fi
     targets+=(--target "$id=/validate/$id=$E2E_WORK/$id.jsonl")
   done
-  "$LOADGEN" --addr "127.0.0.1:$PS_PORT_ps" --connections 1 --rounds "$((count < 4 ? count : 4))" \
+  # rounds of 30 requests (at least 4, at most one request each): a stall of the machine then
+  # falls on both policies alike
+  local rounds=$((count / 30 > 4 ? count / 30 : (count < 4 ? count : 4)))
+  "$LOADGEN" --addr "127.0.0.1:$PS_PORT_ps" --connections 1 --rounds "$rounds" \
     --requests "$count" --max-secs 120 --warmup "$([[ -n "$tagged" ]] && echo 0 || echo 5)" \
     --server-pid "$pid" "${targets[@]}" >"$raw"
   jq -rs --arg case "$label" --arg n "$n" '
@@ -83,7 +87,7 @@ share() {
   ((n < 3)) && n=3
   echo "$n"
 }
-cold=$(share 10 20) slow=$(share 20 10)
+cold=$(share 15 100) slow=$(share 150 10)
 for n in 1 10; do cost_case cold "$n" "$cold" "$REG_ANON" tagged; done
 for n in 1 10; do cost_case "50 ms away" "$n" "$slow" "$far" tagged; done
 echo
