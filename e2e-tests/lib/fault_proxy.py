@@ -23,6 +23,11 @@ listening, so a caller never races for a port), and serves until it gets SIGTERM
   notmanifest  answers 200 everywhere; the manifest is a JSON document that is no image
                manifest (and HEAD carries no Docker-Content-Digest).
   tls          HTTPS with --cert/--key (a certificate for another name), then 200s.
+  bearer       --upstream behind anonymous token auth, as Docker Hub, GHCR and Quay ask for it:
+               a request without a token it issued gets 401 with a Bearer challenge whose
+               realm is its own /token, which hands out a token (300 s) to anyone; requests
+               with one are passed to the upstream registry over HTTP and answered with its
+               status, headers and body. Every answer waits --delay-ms first.
   hostile      a registry that tries to exhaust its client (--what):
                  manifest  200 to every manifest GET, a chunked body of --bytes (1 GiB)
                  error     404 with a chunked body of --bytes
@@ -39,8 +44,10 @@ Only the standard library: it runs wherever python3 does.
 """
 
 import argparse
+import http.client
 import json
 import os
+import secrets
 import signal
 import socket
 import ssl
@@ -243,11 +250,15 @@ def run_hostile(args):
 
 
 def http_handler(args):
-    """The request handler of the HTTP modes (status, html, notmanifest, tls)."""
+    """The request handler of the HTTP modes (status, html, notmanifest, tls, bearer)."""
+    issued, issued_lock = set(), threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "fault-proxy"
+        # headers and body are two writes: without TCP_NODELAY the body waits for the
+        # client's delayed ACK (40 ms on Linux), which no registry makes its clients wait
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt, *fargs):
             log(args, fmt % fargs)
@@ -280,8 +291,47 @@ def http_handler(args):
             elif mode == "notmanifest" and "/manifests/" in self.path:
                 body = json.dumps({"hello": "this is not an image manifest"}).encode()
                 self.answer(200, body, "application/vnd.oci.image.manifest.v1+json")
+            elif mode == "bearer":
+                self.bearer()
             else:  # /v2/ of notmanifest, everything of tls
                 self.answer(200, b"{}", "application/json")
+
+        def bearer(self):
+            """Anonymous token auth in front of --upstream (mode bearer), each answer after
+            --delay-ms."""
+            time.sleep(args.delay_ms / 1000)
+            if self.path.startswith("/token"):
+                token = secrets.token_hex(16)
+                with issued_lock:
+                    issued.add(token)
+                body = json.dumps({"token": token, "access_token": token, "expires_in": 300}).encode()
+                self.answer(200, body, "application/json")
+                return
+            given = self.headers.get("Authorization", "")
+            with issued_lock:
+                known = given.startswith("Bearer ") and given[len("Bearer "):] in issued
+            if not known:
+                port = self.server.server_address[1]
+                name = self.path.split("/manifests/")[0].removeprefix("/v2/")
+                scope = f',scope="repository:{name}:pull"' if "/manifests/" in self.path else ""
+                challenge = f'Bearer realm="http://127.0.0.1:{port}/token",service="fault-proxy"{scope}'
+                body = json.dumps({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]}).encode()
+                self.answer(401, body, "application/json", [("WWW-Authenticate", challenge)])
+                return
+            host, port = args.upstream.rsplit(":", 1)
+            upstream = http.client.HTTPConnection(host, int(port), timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept", "range")}
+            upstream.request(self.command, self.path, headers=headers)
+            response = upstream.getresponse()
+            body = response.read()
+            self.send_response(response.status)
+            for name, value in response.getheaders():
+                if name.lower() not in ("connection", "keep-alive", "transfer-encoding", "date", "server"):
+                    self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            upstream.close()
 
         do_GET = do_HEAD = do_POST = do_PUT = reply
 
@@ -302,15 +352,16 @@ def run_http(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", required=True,
-                        choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls", "hostile"])
+                        choices=["delay", "hang", "reset", "status", "html", "notmanifest", "tls", "hostile",
+                                 "bearer"])
     parser.add_argument("--what", choices=["manifest", "error", "header", "drip", "redirect", "realm",
                                            "unauthorized", "token"],
                         help="hostile: how it misbehaves")
     parser.add_argument("--bytes", type=int, default=1 << 30, help="hostile: how much it sends")
     parser.add_argument("--location", help="hostile redirect/realm: the URL it names")
     parser.add_argument("--port-file", required=True, help="where to write the chosen port")
-    parser.add_argument("--upstream", help="delay: HOST:PORT of the real registry")
-    parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--upstream", help="delay, bearer: HOST:PORT of the real registry")
+    parser.add_argument("--delay-ms", type=int, default=0, help="delay, bearer: added to each request")
     parser.add_argument("--status", type=int, default=0)
     parser.add_argument("--retry-after", type=int, default=0)
     parser.add_argument("--error-code", help="status: the code in the JSON error body")
@@ -339,6 +390,8 @@ def main():
             parser.error("--mode status needs --status")
         if args.mode == "tls" and not (args.cert and args.key):
             parser.error("--mode tls needs --cert and --key")
+        if args.mode == "bearer" and not args.upstream:
+            parser.error("--mode bearer needs --upstream")
         run_http(args)
 
 
