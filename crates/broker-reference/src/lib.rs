@@ -217,23 +217,12 @@ impl SealingKey {
         Self::new(&bytes[..end])
     }
 
-    /// The keyed hash of the message [`seal_message`] spells, fed in its parts: no message is
-    /// written out.
+    /// The keyed hash of the message [`SealedParts::pieces`] spells, fed piece by piece: no
+    /// message is written out.
     fn mac(&self, parts: &SealedParts<'_>) -> blake3::Hash {
         let mut hasher = blake3::Hasher::new_keyed(&self.0);
-        let (separator, asked) = parts.asked.parts();
-        for part in [
-            parts.host_key,
-            "/",
-            VERSION,
-            "/",
-            parts.expires,
-            "/",
-            parts.body,
-            separator,
-            asked,
-        ] {
-            hasher.update(part.as_bytes());
+        for piece in parts.pieces() {
+            hasher.update(piece.as_bytes());
         }
         hasher.finalize()
     }
@@ -288,7 +277,7 @@ impl ManifestReference {
     }
 }
 
-/// What a seal covers ([`seal_message`]), in its parts.
+/// What a seal covers, in its parts.
 struct SealedParts<'a> {
     host_key: &'a str,
     expires: &'a str,
@@ -296,19 +285,39 @@ struct SealedParts<'a> {
     asked: Asked<'a>,
 }
 
-/// What a seal is the keyed hash of: the reference as the policy wrote it, the seal left out, with
-/// only the tag or the digest that the manifest URL asks for (a digest when the image has
-/// one, as the policy server's client and the test host ask), the broker host spelled as
-/// [`registry_key`] spells it: `<host>/r4/<expires>/<body>:<tag>` or `…/<body>@<digest>`.
-/// Unambiguous: the host has no `/`, the body ends with path components, which hold neither
-/// `:` nor `@`, and a tag holds neither. [`SealingKey`] feeds these parts to the hash without
-/// writing the message out; the tests write it.
+impl SealedParts<'_> {
+    /// The message the seal is the keyed hash of, piece by piece: the reference as the policy
+    /// wrote it, the seal left out, with only the tag or the digest that the manifest URL asks
+    /// for (a digest when the image has one, as the policy server's client and the test host
+    /// ask), the broker host spelled as [`registry_key`] spells it: `<host>/r4/<expires>/
+    /// <body>:<tag>` or `…/<body>@<digest>`. Unambiguous: the host has no `/`, the body ends
+    /// with path components, which hold neither `:` nor `@`, and a tag holds neither.
+    fn pieces(&self) -> [&str; 9] {
+        let (separator, asked) = self.asked.parts();
+        [
+            self.host_key,
+            "/",
+            VERSION,
+            "/",
+            self.expires,
+            "/",
+            self.body,
+            separator,
+            asked,
+        ]
+    }
+}
+
+/// The message [`SealedParts::pieces`] spells, written out (the tests forge names with it).
 #[cfg(test)]
 fn seal_message(host_key: &str, expires: &str, body: &str, asked: &ManifestReference) -> String {
-    let (separator, asked) = asked.asked().parts();
-    [
-        host_key, "/", VERSION, "/", expires, "/", body, separator, asked,
-    ]
+    SealedParts {
+        host_key,
+        expires,
+        body,
+        asked: asked.asked(),
+    }
+    .pieces()
     .concat()
 }
 
@@ -335,13 +344,7 @@ impl BrokeredName {
         expires: u64,
     ) -> Result<String, Refusal> {
         let sealer = Sealer::new(key.clone(), broker_host, &self.namespace, expires)?;
-        let mut body = String::new();
-        sealer.push_body(
-            &mut body,
-            &self.credentials,
-            &self.registry,
-            &self.repository,
-        )?;
+        let body = self.body()?;
         let mut encoded = String::new();
         sealer.push_encoded(&mut encoded, &body, asked.asked());
         Ok(encoded)
@@ -530,19 +533,21 @@ impl Sealer {
             (None, None) => return Err(Refusal::Tag),
         };
         let mut body = String::with_capacity(NAME_TOTAL_LENGTH_MAX);
-        self.push_body(&mut body, credentials, registry, repository)?;
-        // `<host>/r4/<seal>/<expires>/<body>`
-        let name_length =
-            self.host.len() + 1 + VERSION.len() + SEAL_LENGTH + self.expires.len() + 3 + body.len();
-        if name_length > NAME_TOTAL_LENGTH_MAX {
-            return Err(Refusal::TooLong);
-        }
-        let mut out = String::with_capacity(
-            name_length + tag.map_or(0, |t| 1 + t.len()) + digest.map_or(0, |d| 1 + d.len()),
-        );
+        push_body(
+            &mut body,
+            &self.namespace,
+            credentials,
+            registry,
+            repository,
+        )?;
+        let mut out = String::with_capacity(2 * NAME_TOTAL_LENGTH_MAX);
         out.push_str(&self.host);
         out.push('/');
         self.push_encoded(&mut out, &body, asked);
+        // the name, `<host>/r4/<seal>/<expires>/<body>`; the tag and digest follow it
+        if out.len() > NAME_TOTAL_LENGTH_MAX {
+            return Err(Refusal::TooLong);
+        }
         for (separator, text) in [(':', tag), ('@', digest)] {
             if let Some(text) = text {
                 out.push(separator);
@@ -550,17 +555,6 @@ impl Sealer {
             }
         }
         Ok(out)
-    }
-
-    /// `<namespace>/<credentials>/<registry>/<repository>`, appended to `out`.
-    fn push_body(
-        &self,
-        out: &mut String,
-        credentials: &Credentials,
-        registry: &str,
-        repository: &str,
-    ) -> Result<(), Refusal> {
-        push_body(out, &self.namespace, credentials, registry, repository)
     }
 
     /// `r4/<seal>/<expires>/<body>`, appended to `out`.
