@@ -11,7 +11,7 @@ use oci_client::secrets::RegistryAuth;
 use super::docker_config::DockerConfig;
 use super::sources::Sources;
 use super::test_registry::{Reply, Seen, TestRegistry};
-use super::RegistryClient;
+use super::{RegistryClient, RegistryError};
 use crate::resolve_images::{resolve_images, ImageLookup, ResolveImagesRequest};
 
 const MANIFEST: &[u8] = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:00","size":2},"layers":[]}"#;
@@ -84,12 +84,11 @@ async fn lookup(
     client: &RegistryClient,
     image: &str,
     auth: RegistryAuth,
-) -> Result<String, String> {
+) -> Result<String, RegistryError> {
     client
         .manifest_raw_with_auth(image, auth, super::pool::MANIFEST_MEDIA_TYPES)
         .await
         .map(|(_, digest)| digest)
-        .map_err(|e| e.to_string())
 }
 
 fn basic(user: &str, password: &str) -> RegistryAuth {
@@ -118,7 +117,10 @@ async fn a_token_obtained_for_one_credential_is_never_sent_for_another() {
         RegistryAuth::Anonymous,
         basic("alice", "other"),
     ] {
-        assert_eq!(lookup(&client, &image, auth).await, Ok(manifest_digest()));
+        assert_eq!(
+            lookup(&client, &image, auth).await.expect("the manifest"),
+            manifest_digest()
+        );
     }
     let bearer = |t: &str| Some(format!("Bearer {t}"));
     assert_eq!(
@@ -152,12 +154,16 @@ async fn the_first_401_is_answered_once_and_a_refused_credential_reports_it() {
     let client = client_for(&[&registry], Duration::from_secs(5));
     let image = format!("{}/team/app:1", registry.addr);
     assert_eq!(
-        lookup(&client, &image, basic("alice", "pw")).await,
-        Ok(manifest_digest())
+        lookup(&client, &image, basic("alice", "pw"))
+            .await
+            .expect("the manifest"),
+        manifest_digest()
     );
     assert_eq!(
-        lookup(&client, &image, basic("alice", "pw")).await,
-        Ok(manifest_digest())
+        lookup(&client, &image, basic("alice", "pw"))
+            .await
+            .expect("the manifest"),
+        manifest_digest()
     );
     let sent: Vec<bool> = manifest_authorizations(&registry)
         .iter()
@@ -168,6 +174,9 @@ async fn the_first_401_is_answered_once_and_a_refused_credential_reports_it() {
     let error = lookup(&client, &image, RegistryAuth::Anonymous)
         .await
         .expect_err("anonymous is refused");
+    // the registry's refusal, as oci-client reports it
+    assert!(matches!(error, RegistryError::Oci(_)), "{error:?}");
+    let error = error.to_string();
     assert!(error.contains("Not authorized"), "{error}");
     assert_eq!(registry.pings(), 0);
 }
@@ -203,7 +212,8 @@ async fn a_failing_token_service_is_no_refusal() {
         ] {
             let error = lookup(&client, &image, auth)
                 .await
-                .expect_err("no token, no manifest");
+                .expect_err("no token, no manifest")
+                .to_string();
             assert!(!error.contains("Not authorized"), "{error}");
             assert!(error.contains("gave no token"), "{error}");
             assert!(!error.contains("pw"), "{error}");
